@@ -1,0 +1,80 @@
+"""The strict check of a composed config, and one-line messages for config errors.
+
+Decision: Hydra lets keys added with `+` past the dataclass schema (it composes
+them under `open_dict`). Merging the composed config into the schema once more
+catches them, with the full key path, before anything runs.
+"""
+
+from __future__ import annotations
+
+from difflib import get_close_matches
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from trtpipe.config.schema import TrtpipeConfig
+from trtpipe.errors import UserError
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Raise UserError for a key the schema does not know or a value of the wrong type."""
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    plain.pop("hydra", None)
+    plain.pop("recipe", None)  # a recipe overlays `_global_`; an empty `recipe` key may remain
+    try:
+        OmegaConf.merge(OmegaConf.structured(TrtpipeConfig), plain)
+    except OmegaConfBaseException as error:
+        raise config_error(error) from error
+
+
+def config_error(error: BaseException) -> UserError:
+    """Turn an OmegaConf or Hydra composition error into a one-line UserError."""
+    omega = _find_omegaconf_error(error)
+    if omega is not None and getattr(omega, "full_key", None):
+        return _key_error(omega)
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "Could not find 'recipe/" in str(error):
+        options = _available_options(str(error))
+        return UserError(
+            f"config: {first_line}",
+            f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES",
+        )
+    return UserError(f"config: {first_line}", "check the override's spelling; `trtpipe --cfg job` prints the config")
+
+
+def _key_error(error: OmegaConfBaseException) -> UserError:
+    full_key = error.full_key
+    message = " ".join(str(getattr(error, "msg", error)).split())
+    if "not in" in message or "not in struct" in message:
+        parent, _, leaf = full_key.rpartition(".")
+        valid = _valid_keys(parent)
+        close = get_close_matches(leaf, valid, n=3)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        where = f"under '{parent}'" if parent else "at the top level"
+        return UserError(
+            f"config key '{full_key}' is not a trtpipe setting",
+            f"{hint}valid keys {where} are: {', '.join(valid)}",
+        )
+    return UserError(f"config value of '{full_key}' is invalid: {message}", "give a value of the type the key expects")
+
+
+def _valid_keys(parent: str) -> list[str]:
+    node = OmegaConf.structured(TrtpipeConfig)
+    for part in filter(None, parent.split(".")):
+        node = node.get(part) if isinstance(node, DictConfig) else None
+    return sorted(node.keys()) if isinstance(node, DictConfig) else []
+
+
+def _find_omegaconf_error(error: BaseException | None) -> OmegaConfBaseException | None:
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, OmegaConfBaseException):
+            return error
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
+
+
+def _available_options(message: str) -> list[str]:
+    lines = message.splitlines()
+    return [line.strip() for line in lines if line.startswith("\t") and line.strip()]

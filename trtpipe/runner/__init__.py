@@ -1,0 +1,1 @@
+"""The stage runner and its content-addressed artifact cache."""

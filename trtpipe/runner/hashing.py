@@ -1,0 +1,63 @@
+"""Canonical JSON and file digests: the vocabulary of cache keys and manifests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 8 * 1024 * 1024
+
+
+def canonical_json(value: Any) -> bytes:
+    """One byte sequence per value: sorted keys, no whitespace, UTF-8.
+
+    Decision: the key format is pinned by a golden test; change it only deliberately.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def artifact_digest(path: Path) -> str:
+    """Digest of an artifact, including the external data files of an ONNX model.
+
+    Decision: a model's identity is its protobuf plus every external data file it
+    references, so editing a `.data` file changes the digest like editing weights
+    inline would.
+    """
+    path = Path(path)
+    if path.suffix != ".onnx":
+        return sha256_file(path)
+    locations = external_data_locations(path)
+    if not locations:
+        return sha256_file(path)
+    digest = hashlib.sha256(sha256_file(path).encode())
+    for location in locations:
+        digest.update(canonical_json([location, sha256_file(path.parent / location)]))
+    return digest.hexdigest()
+
+
+def external_data_locations(path: Path) -> list[str]:
+    """Sorted external data file names an ONNX file refers to (its own data not loaded)."""
+    import onnx  # heavy; imported where needed
+
+    model = onnx.load(str(path), load_external_data=False)
+    locations = set()
+    for tensor in onnx.external_data_helper._get_all_tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    locations.add(entry.value)
+    return sorted(locations)

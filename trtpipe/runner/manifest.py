@@ -1,0 +1,56 @@
+"""`manifest.json` in the run directory: what ran, from what, producing what.
+
+Contract (DESIGN.md): `stages` is a list of {name, status, key, seconds, inputs,
+outputs}; `outputs` maps an artifact kind to {path, sha256}. Paths are relative to
+the run directory, so an archived run directory stays meaningful.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trtpipe.runner.files import write_atomic
+from trtpipe.runner.tools import environment_record
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = 1
+
+
+@dataclass
+class StageRecord:
+    name: str
+    status: str  # ran, cached, deferred, skipped, failed
+    key: str | None = None
+    seconds: float = 0.0
+    inputs: dict[str, str] = field(default_factory=dict)  # kind -> sha256
+    outputs: dict[str, dict[str, str]] = field(default_factory=dict)  # kind -> {path, sha256}
+    summary: str = ""
+    reason: str | None = None  # why it ran (or why it was skipped / failed)
+    error: str | None = None
+
+
+@dataclass
+class RunManifest:
+    config: dict
+    overrides: list[str]
+    source: dict
+    stages: list[StageRecord] = field(default_factory=list)
+    status: str = "running"
+
+    def to_json(self) -> dict:
+        return {
+            "format": MANIFEST_FORMAT,
+            **environment_record(),
+            "overrides": self.overrides,
+            "config": self.config,
+            "source": self.source,
+            "status": self.status,
+            "stages": [asdict(stage) for stage in self.stages],
+        }
+
+    def write(self, run_dir: Path) -> Path:
+        path = Path(run_dir) / MANIFEST_NAME
+        write_atomic(path, (json.dumps(self.to_json(), indent=2) + "\n").encode())
+        return path

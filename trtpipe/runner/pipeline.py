@@ -1,0 +1,139 @@
+"""Run the configured stages in order through the cache and write the manifest."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from trtpipe import __version__
+from trtpipe.errors import EXIT_FAILED, EXIT_OK, StageFailed, TrtpipeError, UserError
+from trtpipe.runner.cache import ArtifactCache, CacheEntry
+from trtpipe.runner.files import link_or_copy
+from trtpipe.runner.hashing import artifact_digest
+from trtpipe.runner.manifest import RunManifest, StageRecord
+from trtpipe.runner.tools import tool_versions
+from trtpipe.source import resolve_model_source
+from trtpipe.stages import stage_class
+from trtpipe.stages.base import SOURCE_KIND, Stage
+
+log = logging.getLogger("trtpipe")
+
+
+@dataclass
+class Artifact:
+    path: Path
+    sha256: str
+
+
+@dataclass
+class PipelineResult:
+    run_dir: Path
+    manifest: RunManifest
+    exit_code: int
+    error: TrtpipeError | None = None
+
+
+def plan_stages(names: list[str]) -> list[type[Stage]]:
+    """Resolve stage names and check each stage's inputs are produced before it."""
+    if len(set(names)) != len(names):
+        raise UserError(f"'stages' lists a stage twice: {names}", "list each stage once")
+    stages = [stage_class(name) for name in names]
+    available = {SOURCE_KIND}
+    for stage in stages:
+        missing = [kind for kind in stage.consumes if kind not in available]
+        if missing:
+            raise UserError(
+                f"stage '{stage.name}' needs {missing}, which no earlier stage produces",
+                "reorder 'stages' or add the stage that produces it",
+            )
+        available.update(stage.produces)
+    return stages
+
+
+def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: list[str]) -> PipelineResult:
+    """Raises UserError for problems found before any stage starts (nothing is written then)."""
+    stages = plan_stages(list(cfg.stages))
+    cache_root = Path(cfg.cache.dir).expanduser()
+    cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout)
+    source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
+    source = Artifact(source_path, artifact_digest(source_path))
+    manifest = RunManifest(
+        config=OmegaConf.to_container(cfg, resolve=True),
+        overrides=list(overrides),
+        source={"path": str(source.path), "sha256": source.sha256, "builtin": None if cfg.model.path else cfg.model.builtin},
+    )
+    artifacts = {SOURCE_KIND: source}
+    failure: TrtpipeError | None = None
+    for stage in stages:
+        if failure is not None:
+            manifest.stages.append(StageRecord(stage.name, "skipped", reason=f"an earlier stage failed"))
+            log.info("  %-15s skipped", stage.name)
+            continue
+        record, failure = _run_stage(stage, cfg, artifacts, cache, run_dir)
+        manifest.stages.append(record)
+    manifest.status = "failed" if failure else "ok"
+    manifest.write(run_dir)
+    exit_code = failure.exit_code if failure else EXIT_OK
+    return PipelineResult(run_dir, manifest, exit_code, failure)
+
+
+def _run_stage(stage, cfg, artifacts, cache, run_dir) -> tuple[StageRecord, TrtpipeError | None]:
+    config = OmegaConf.to_container(cfg[stage.name], resolve=True)
+    inputs = {kind: artifacts[kind] for kind in stage.consumes}
+    material = {
+        "stage": stage.name,
+        "version": stage.version,
+        "config": config,
+        "inputs": {kind: artifact.sha256 for kind, artifact in inputs.items()},
+        "tools": tool_versions(stage.tools),
+    }
+    record = StageRecord(stage.name, "failed", inputs=material["inputs"])
+    started = time.perf_counter()
+
+    def compute(out_dir: Path) -> dict:
+        log.info("  %-15s running...", stage.name)
+        outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
+        return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
+                "details": outcome.details, "trtpipe": __version__}
+
+    try:
+        result = cache.get_or_compute(stage.name, material, compute)
+    except TrtpipeError as error:
+        record.seconds = round(time.perf_counter() - started, 3)
+        record.error = str(error)
+        log.error("  %-15s failed  %s", stage.name, error)
+        return record, error
+    except Exception as error:  # a defect: keep the traceback in the log file, one line on the console
+        record.seconds = round(time.perf_counter() - started, 3)
+        record.error = f"{type(error).__name__}: {error}"
+        log.debug("%s", traceback.format_exc())
+        log.error("  %-15s failed  %s (traceback in %s)", stage.name, record.error, run_dir / "trtpipe.log")
+        return record, StageFailed(f"stage {stage.name} failed: {record.error}")
+    entry = result.entry
+    record.key = entry.key
+    record.status = "deferred" if entry.record.get("status") == "deferred" else result.status
+    record.reason = result.reason
+    record.summary = entry.record.get("summary", "")
+    record.outputs = _publish_outputs(entry, stage.name, run_dir)
+    record.seconds = round(time.perf_counter() - started, 3)
+    for kind in entry.record["outputs"]:
+        artifacts[kind] = Artifact(entry.output_path(kind), entry.output_digest(kind))
+    why = f"  ({result.reason})" if result.status == "ran" and result.reason else ""
+    log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, record.summary, why)
+    return record, None
+
+
+def _publish_outputs(entry: CacheEntry, stage_name: str, run_dir: Path) -> dict[str, dict[str, str]]:
+    """Link every file of the entry into run_dir/<stage>/ and describe the outputs."""
+    stage_dir = run_dir / stage_name
+    for name in entry.record["files"]:
+        link_or_copy(entry.directory / name, stage_dir / name)
+    return {
+        kind: {"path": f"{stage_name}/{value['file']}", "sha256": value["sha256"]}
+        for kind, value in entry.record["outputs"].items()
+    }

@@ -1,0 +1,48 @@
+"""The pipeline's first artifact: the user's ONNX file, or a built-in example model."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from trtpipe.errors import UserError
+from trtpipe.runner.files import write_atomic
+from trtpipe.runner.hashing import external_data_locations
+from trtpipe.runner.tools import distribution_version
+
+log = logging.getLogger(__name__)
+
+
+def resolve_model_source(path: str | None, builtin: str, cache_root: Path, start_dir: Path) -> Path:
+    if path:
+        return _checked_user_model(Path(path).expanduser() if Path(path).is_absolute() else start_dir / path)
+    return _builtin_model_file(builtin, cache_root)
+
+
+def _checked_user_model(path: Path) -> Path:
+    """Cheap checks before any stage runs, so a bad path fails in one line with nothing written."""
+    from trtpipe.graph.onnx_io import load_model
+
+    path = path.resolve()
+    load_model(path, load_external_data=False)  # raises UserError: missing, empty, corrupt, not ONNX
+    for location in external_data_locations(path):
+        if not (path.parent / location).is_file():
+            raise UserError(
+                f"model {path} keeps weights in the external data file '{location}', which is missing",
+                f"put '{location}' next to {path.name}",
+            )
+    return path
+
+
+def _builtin_model_file(name: str, cache_root: Path) -> Path:
+    """Generate the built-in model once per generator version, atomically, in the cache."""
+    from trtpipe.models import BUILTIN_MODEL_VERSION, builtin_model
+
+    onnx_version = distribution_version("onnx")
+    target = cache_root / "builtin" / f"{name}-v{BUILTIN_MODEL_VERSION}-onnx{onnx_version}" / "model.onnx"
+    if not target.is_file():
+        model = builtin_model(name)  # raises UserError for an unknown name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, model.SerializeToString())
+        log.debug("generated built-in model %s at %s", name, target)
+    return target

@@ -1,0 +1,41 @@
+"""What a stage is: a small class with one `run`, declared inputs and outputs.
+
+Naming rule (after Polygraphy): stage classes are `<Verb><Object>` in-place steps
+(`SanitizeModel`, `UpgradeOpset`); graph converters are `<Target>From<Source>`.
+
+A stage is a pure function of (input artifact files, its own config) → files it
+writes into `out_dir`. It never reads another stage's config and never passes live
+objects on. Bump `version` whenever a change of the code can change its outputs:
+the version is part of the cache key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Mapping
+
+# Artifact kinds (the manifest contract): model, plan, report, engine, layer_info, audit, trtexec.
+SOURCE_KIND = "model"
+
+
+@dataclass
+class StageOutcome:
+    """What `run` returns: artifact kind → file name inside out_dir, and a one-line fact."""
+
+    outputs: dict[str, str]
+    summary: str = ""
+    status: str = "ran"  # "ran", or "deferred" for work that needs hardware this machine lacks
+    details: dict = field(default_factory=dict)
+
+
+class Stage:
+    name: ClassVar[str]
+    version: ClassVar[str]
+    consumes: ClassVar[tuple[str, ...]]
+    produces: ClassVar[tuple[str, ...]]
+    # Distributions whose versions can change this stage's outputs (part of the key).
+    tools: ClassVar[tuple[str, ...]] = ()
+
+    def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
+        raise NotImplementedError

@@ -1,0 +1,27 @@
+"""sanitize: load (external data too), infer shapes, fold constants, clean up, toposort."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from trtpipe.stages.base import Stage, StageOutcome
+
+
+class SanitizeModel(Stage):
+    name = "sanitize"
+    version = "1"
+    consumes = ("model",)
+    produces = ("model",)
+    tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "polygraphy", "numpy", "protobuf")
+
+    def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
+        from trtpipe.graph.sanitize import sanitize_model  # heavy (onnx, polygraphy): only when running
+
+        report = sanitize_model(inputs["model"], out_dir / "model.onnx", **config)
+        before, after = report.get("nodes_before"), report.get("nodes_after")
+        return StageOutcome(
+            outputs={"model": "model.onnx"},
+            summary=f"{before} -> {after} nodes",
+            details=report,
+        )

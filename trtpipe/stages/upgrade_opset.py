@@ -1,0 +1,31 @@
+"""upgrade_opset: convert to a target opset and fuse decomposed LayerNorm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from trtpipe.stages.base import Stage, StageOutcome
+
+
+class UpgradeOpset(Stage):
+    name = "upgrade_opset"
+    version = "1"
+    consumes = ("model",)
+    produces = ("model",)
+    tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "numpy", "protobuf")
+
+    def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
+        from trtpipe.graph.upgrade import upgrade_model  # heavy (onnx): only when running
+
+        report = upgrade_model(
+            inputs["model"], out_dir / "model.onnx",
+            target_opset=config["target"], fuse_layernorm=config["fuse_layernorm"],
+        )
+        fused, refused = len(report.get("fused", [])), len(report.get("refused", []))
+        return StageOutcome(
+            outputs={"model": "model.onnx"},
+            summary=f"opset {report.get('opset_before')} -> {report.get('opset_after')}, "
+            f"{fused} LayerNorm fused, {refused} refused",
+            details=report,
+        )
