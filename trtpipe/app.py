@@ -26,7 +26,6 @@ def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: 
     """Run the pipeline; return the exit code. Tracebacks only in debug mode."""
     try:
         check_config(cfg)
-        log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
         result = run_pipeline(cfg, run_dir, start_dir, overrides)
     except UserError as error:
         if debug_enabled(cfg):

@@ -34,7 +34,7 @@ def config_error(error: BaseException) -> UserError:
         return _key_error(omega)
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if "Could not find 'recipe/" in str(error):
-        options = _available_options(str(error))
+        options = _registered_recipes()
         return UserError(
             f"config: {first_line}",
             f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES",
@@ -44,7 +44,8 @@ def config_error(error: BaseException) -> UserError:
 
 def _key_error(error: OmegaConfBaseException) -> UserError:
     full_key = error.full_key
-    message = " ".join(str(getattr(error, "msg", error)).split())
+    # OmegaConf appends "full_key: ... object_type=..." lines; the key is named separately.
+    message = " ".join(str(getattr(error, "msg", error)).split("full_key:")[0].split())
     if "not in" in message or "not in struct" in message:
         parent, _, leaf = full_key.rpartition(".")
         valid = _valid_keys(parent)
@@ -75,6 +76,9 @@ def _find_omegaconf_error(error: BaseException | None) -> OmegaConfBaseException
     return None
 
 
-def _available_options(message: str) -> list[str]:
-    lines = message.splitlines()
-    return [line.strip() for line in lines if line.startswith("\t") and line.strip()]
+def _registered_recipes() -> list[str]:
+    from hydra.core.config_store import ConfigStore
+
+    from trtpipe.config.store import RECIPE_GROUP
+
+    return sorted(name.removesuffix(".yaml") for name in ConfigStore.instance().list(RECIPE_GROUP))

@@ -1,4 +1,4 @@
-"""Compose the config once before Hydra runs, to report config errors in one line.
+"""Compose a sweep's configs before Hydra runs, to report config errors in one line.
 
 For a sweep (`-m`), each value of each swept key is composed once (the other keys
 at their first value), so a typo in any value is caught before the first job.
@@ -22,8 +22,8 @@ def preflight(config_dir: Path, argv: list[str]) -> None:
         args = get_args_parser().parse_args(argv)
     except SystemExit:
         return  # let Hydra report its own usage error
-    if any(getattr(args, flag, None) for flag in _INFO_FLAGS):
-        return
+    if any(getattr(args, flag, None) for flag in _INFO_FLAGS) or not args.multirun:
+        return  # a single run's config errors are caught from Hydra's own composition
     for overrides in _override_sets(args.overrides, args.multirun):
         compose_checked(config_dir, overrides)
 

@@ -67,6 +67,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         overrides=list(overrides),
         source={"path": str(source.path), "sha256": source.sha256, "builtin": None if cfg.model.path else cfg.model.builtin},
     )
+    log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     artifacts = {SOURCE_KIND: source}
     failure: TrtpipeError | None = None
     for stage in stages:

@@ -22,6 +22,6 @@ class SanitizeModel(Stage):
         before, after = report.get("nodes_before"), report.get("nodes_after")
         return StageOutcome(
             outputs={"model": "model.onnx"},
-            summary=f"{before} -> {after} nodes",
+            summary=f"{before} -> {after} nodes, {report.get('nodes_folded', 0)} folded",
             details=report,
         )

@@ -22,7 +22,8 @@ class UpgradeOpset(Stage):
             inputs["model"], out_dir / "model.onnx",
             target_opset=config["target"], fuse_layernorm=config["fuse_layernorm"],
         )
-        fused, refused = len(report.get("fused", [])), len(report.get("refused", []))
+        layernorm = report.get("layernorm", {})
+        fused, refused = len(layernorm.get("fused", [])), len(layernorm.get("refused", []))
         return StageOutcome(
             outputs={"model": "model.onnx"},
             summary=f"opset {report.get('opset_before')} -> {report.get('opset_after')}, "

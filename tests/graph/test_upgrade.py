@@ -1,0 +1,54 @@
+"""upgrade_model: opset conversion + LayerNorm fusion from file to file, deterministic."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+
+from tests.graph import graphs
+from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
+from trtpipe.graph.onnx_io import save_model
+from trtpipe.graph.upgrade import upgrade_model
+
+
+def test_opset13_layernorm_is_converted_and_fused(tmp_path):
+    model = graphs.layernorm_graph(opset=13)
+    save_model(model, tmp_path / "in.onnx")
+    report = upgrade_model(tmp_path / "in.onnx", tmp_path / "out.onnx")
+
+    out = onnx.load(str(tmp_path / "out.onnx"))
+    assert (report["opset_before"], report["opset_after"]) == (13, 17)
+    assert json.loads(json.dumps(report)) == report
+    assert [n.op_type for n in out.graph.node] == ["LayerNormalization", "Relu"]
+    assert list(read_absorbed_nodes(out)) == [f"{graphs.LN_SCOPE}/LayerNormalization"]
+    assert "ln_out" in {info.name for info in out.graph.value_info}, "shapes inferred again"
+    onnx.checker.check_model(out, full_check=True)
+    x = graphs.random_input((2, 5, 8))
+    np.testing.assert_allclose(graphs.run(out, {"x": x})[0], graphs.run(model, {"x": x})[0], atol=1e-5)
+
+    upgrade_model(tmp_path / "in.onnx", tmp_path / "again.onnx")
+    assert (tmp_path / "out.onnx").read_bytes() == (tmp_path / "again.onnx").read_bytes()
+
+
+def test_fusion_skipped_below_opset_17(tmp_path):
+    save_model(graphs.layernorm_graph(opset=13), tmp_path / "in.onnx")
+    report = upgrade_model(tmp_path / "in.onnx", tmp_path / "out.onnx", target_opset=16)
+    assert report["opset_after"] == 16 and "skipped" in report["layernorm"]
+    assert "ReduceMean" in {n.op_type for n in onnx.load(str(tmp_path / "out.onnx")).graph.node}
+
+
+def test_layernorm2d_is_refused_and_reported(tmp_path):
+    save_model(graphs.layernorm2d_graph(opset=13), tmp_path / "in.onnx")
+    report = upgrade_model(tmp_path / "in.onnx", tmp_path / "out.onnx")
+    assert report["layernorm"]["fused"] == []
+    assert "axis 1" in report["layernorm"]["refused"][0]["reason"]
+
+
+def test_converted_reshapes_get_explicit_allowzero(tmp_path):
+    save_model(graphs.foldable_graph(), tmp_path / "in.onnx")  # opset 14 Reshape without allowzero
+    report = upgrade_model(tmp_path / "in.onnx", tmp_path / "out.onnx")
+    assert report["reshape_allowzero_made_explicit"] == ["/Reshape"]
+    reshape = next(n for n in onnx.load(str(tmp_path / "out.onnx")).graph.node if n.op_type == "Reshape")
+    assert [(a.name, a.i) for a in reshape.attribute] == [("allowzero", 0)]

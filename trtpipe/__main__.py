@@ -1,0 +1,5 @@
+"""`python -m trtpipe` is the `trtpipe` command."""
+
+from trtpipe.cli import main
+
+main()

@@ -1,0 +1,201 @@
+"""The LayerNorm fusion rule: `pattern`, `check`, `rewrite` (onnxscript-rewriter style).
+
+`pattern` spells out the math as torch exports it at opsets 13-18;
+`check` returns why a match must not be fused (None when it may);
+`rewrite` produces the `LayerNormalization` node. The variant without the
+affine Mul/Add is the same rule with a shorter pattern, tried second, so a
+LayerNorm with gamma/beta is fused whole rather than as its normalisation
+followed by a stray Mul/Add. `layernorm_fusion` applies the rule to a graph.
+
+Decisions in `check`, in the order they are tested:
+- Every intermediate tensor must be used only inside the match and must not be
+  a graph output: fusing would remove a value someone else reads.
+- Both ReduceMeans reduce over exactly the trailing axes, with keepdims=1.
+  LayerNorm2d (axis 1 of NCHW, gamma [1,C,1,1]) normalises each pixel over its
+  channels; `LayerNormalization` with axis=1 would normalise over C*H*W and
+  change the results, so it is refused.
+- epsilon is a constant scalar (it becomes an attribute).
+- gamma/beta have exactly the normalised trailing dims, after leading 1s, and
+  no more dims than x (else the original broadcast changes the output rank);
+  leading 1s are dropped on a constant copy, so they must be constants then.
+  Without gamma/beta, the normalised dims must be static (the rewrite needs
+  a scale of ones of that shape; `LayerNormalization` requires a scale).
+- `axis` is written negative (-k): valid for any rank, as torch writes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_graphsurgeon as gs
+
+from trtpipe.graph.pattern import Match, Pattern, constant_value, static_shape
+
+FUSED_OP = "LayerNormalization"
+
+
+def normalization(op, x, eps):
+    mean = op.ReduceMean(x, _label="mean")
+    centered = op.Sub(x, mean, _label="center")
+    variance = op.ReduceMean(op.Pow(centered, 2.0, _label="square"), _label="variance")
+    std = op.Sqrt(op.Add(variance, eps, _label="add_epsilon"), _label="std")
+    return op.Div(centered, std, _label="normalize")
+
+
+def affine_layernorm(op, x, eps, gamma, beta):
+    return op.Add(op.Mul(normalization(op, x, eps), gamma, _label="scale"), beta, _label="shift")
+
+
+PATTERNS = (Pattern.trace(affine_layernorm), Pattern.trace(normalization))
+ANCHOR = "mean"  # the label of the node that names a match in reports
+
+
+def check(found: Match, graph_outputs: set[str]) -> str | None:
+    """Why this match must not be fused, or None."""
+    return (
+        _intermediates_private(found, graph_outputs)
+        or _axes_problem(found)
+        or _epsilon_problem(found)
+        or _scale_problem(found)
+    )
+
+
+def rewrite(found: Match, name: str) -> gs.Node:
+    """The `LayerNormalization` node replacing the match; its output is the match's output."""
+    x = found.values["x"]
+    count = len(trailing_axes(found))
+    epsilon = float(constant_value(found.values["eps"]).reshape(()))
+    if "gamma" in found.values:
+        scale = _without_leading_ones(found.values["gamma"], count, f"{name}/scale")
+        bias = _without_leading_ones(found.values["beta"], count, f"{name}/bias")
+    else:
+        dims = static_shape(x)[-count:]
+        dtype = np.dtype(x.dtype) if x.dtype is not None else np.float32
+        scale = gs.Constant(f"{name}/scale", np.ones(dims, dtype=dtype))
+        bias = gs.Constant(f"{name}/bias", np.zeros(dims, dtype=dtype))
+    return gs.Node(
+        FUSED_OP, name=name, attrs={"axis": -count, "epsilon": epsilon},
+        inputs=[x, scale, bias], outputs=[found.root.outputs[0]],
+    )
+
+
+def trailing_axes(found: Match) -> list[int]:
+    """The reduction axes as negative numbers (only valid after `check` accepted)."""
+    axes, rank = _reduction_axes(found.nodes["mean"]), _rank(found.values["x"])
+    return _normalised(axes if axes is not None else list(range(rank)), rank)
+
+
+def _intermediates_private(found: Match, graph_outputs: set[str]) -> str | None:
+    inside = {id(node) for node in found.nodes.values()}
+    for node in found.ordered_nodes():
+        if node is found.root:
+            continue
+        for tensor in node.outputs:
+            if tensor.name in graph_outputs:
+                return f"intermediate tensor {tensor.name!r} of {node.name} is a graph output"
+            outsiders = [user for user in tensor.outputs if id(user) not in inside]
+            if outsiders:
+                return (
+                    f"intermediate tensor {tensor.name!r} of {node.name} is also used by "
+                    f"{outsiders[0].name} ({outsiders[0].op})"
+                )
+    return None
+
+
+def _axes_problem(found: Match) -> str | None:
+    x = found.values["x"]
+    rank = _rank(x)
+    resolved = []
+    for label in ("mean", "variance"):
+        node = found.nodes[label]
+        axes = _reduction_axes(node)
+        if isinstance(axes, str):
+            return axes
+        if int(node.attrs.get("keepdims", 1)) != 1:
+            return f"{node.name} has keepdims=0, so the mean does not broadcast back over x"
+        if axes is None:
+            if rank is None:
+                return f"{node.name} reduces over all axes and the rank of {x.name!r} is unknown"
+            axes = list(range(rank))
+        if rank is None and any(axis >= 0 for axis in axes):
+            return f"{node.name} reduces over axes {axes} but the rank of {x.name!r} is unknown"
+        resolved.append((axes, _normalised(axes, rank)))
+    (mean_axes, mean_normalised), (variance_axes, variance_normalised) = resolved
+    if mean_normalised != variance_normalised:
+        return f"the two ReduceMeans reduce over different axes ({mean_axes} and {variance_axes})"
+    if mean_normalised != list(range(-len(mean_normalised), 0)):
+        shown = sorted({axis % rank for axis in mean_axes}) if rank else mean_axes
+        what = f"axis {shown[0]}" if len(shown) == 1 else f"axes {shown}"
+        return f"reduces over {what}, not the trailing axes"
+    return None
+
+
+def _epsilon_problem(found: Match) -> str | None:
+    value = constant_value(found.values["eps"])
+    if value is None or value.size != 1:
+        return f"epsilon {found.values['eps'].name!r} is not a constant scalar"
+    return None
+
+
+def _scale_problem(found: Match) -> str | None:
+    x = found.values["x"]
+    count, rank = len(trailing_axes(found)), _rank(x)
+    x_shape = static_shape(x)
+    wanted = x_shape[-count:] if x_shape is not None else [None] * count
+    if "gamma" not in found.values:
+        if not all(isinstance(dim, int) for dim in wanted):
+            return f"normalised dims {wanted} of {x.name!r} are not static and there is no gamma to take them from"
+        try:
+            np.dtype(x.dtype if x.dtype is not None else np.float32)
+        except TypeError:
+            return f"element type {x.dtype} of {x.name!r} has no NumPy equivalent for a scale of ones"
+        return None
+    for role in ("gamma", "beta"):
+        tensor = found.values[role]
+        shape = static_shape(tensor)
+        if shape is None:
+            return f"{role} {tensor.name!r} has an unknown shape"
+        trailing, leading = shape[-count:], shape[:-count]
+        same = len(trailing) == count and all(
+            not isinstance(want, int) or have == want for have, want in zip(trailing, wanted)
+        )
+        if not same or any(dim != 1 for dim in leading):
+            return f"{role} shape {shape} does not match the normalised dims {wanted}"
+        if leading and (rank is None or len(shape) > rank):
+            return f"{role} shape {shape} has more dims than {x.name!r}; fusing would change the output rank"
+        if leading and constant_value(tensor) is None:
+            return f"{role} {tensor.name!r} has leading 1s and is not a constant"
+    return None
+
+
+def _reduction_axes(node: gs.Node) -> list[int] | None | str:
+    """Axes of a ReduceMean (attribute, or input at opset 18); None = all; a str = why unknown."""
+    if len(node.inputs) > 1 and node.inputs[1].name:
+        value = constant_value(node.inputs[1])
+        if value is None:
+            return f"the axes of {node.name} are computed at run time"
+        axes = [int(axis) for axis in value.reshape(-1)]
+    else:
+        axes = node.attrs.get("axes")
+        axes = None if axes is None else [int(axis) for axis in axes]
+    if not axes:
+        if int(node.attrs.get("noop_with_empty_axes", 0)) == 1:
+            return f"{node.name} has empty axes with noop_with_empty_axes=1 (it reduces nothing)"
+        return None
+    return axes
+
+
+def _rank(tensor: gs.Tensor) -> int | None:
+    shape = static_shape(tensor)
+    return None if shape is None else len(shape)
+
+
+def _normalised(axes: list[int], rank: int | None) -> list[int]:
+    return sorted({axis - rank if (rank is not None and axis >= 0) else axis for axis in axes})
+
+
+def _without_leading_ones(tensor: gs.Tensor, count: int, new_name: str) -> gs.Tensor:
+    shape = static_shape(tensor)
+    if len(shape) == count:
+        return tensor
+    values = constant_value(tensor)  # check() refused non-constants with leading 1s
+    return gs.Constant(new_name, np.ascontiguousarray(values.reshape(shape[-count:])))

@@ -1,0 +1,128 @@
+"""Convert a model to a newer ONNX opset with `onnx.version_converter`.
+
+Decisions:
+- Never downgrade: a model at or above the target is returned as it is
+  (logged), because a downgrade can only lose ops or attributes.
+- Ops of custom domains are left alone; the converter only touches the
+  default domain, and their opset imports are kept.
+- Weights do not travel through the converter: weight tensors (the types of
+  `onnx_io.EXTERNAL_ELEMENT_TYPES`) of at least 1 KiB are detached (marked as
+  external data with a placeholder location) and put back afterwards by name. The converter copies the whole model
+  through C++, which fails for models over protobuf's 2 GB limit and costs
+  time and memory for any large model; no adapter of an upgrade reads them.
+- The IR version is raised to the minimum the new opset needs (opset 17
+  needs IR 8), never lowered.
+- A failure is a `UserError` naming the op and the fix.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx
+from onnx import TensorProto, version_converter
+
+from trtpipe.errors import UserError
+from trtpipe.graph.onnx_io import EXTERNAL_ELEMENT_TYPES, EXTERNAL_MIN_TENSOR_BYTES
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+_DETACHED_LOCATION = "trtpipe-detached-during-opset-conversion"
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    """The opset version of the default ONNX domain (0 if the model imports none)."""
+    versions = [entry.version for entry in model.opset_import if entry.domain in DEFAULT_DOMAINS]
+    return max(versions, default=0)
+
+
+def convert_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """Return `model` converted to opset `target`, or `model` itself when already there."""
+    current = default_opset(model)
+    if current >= target:
+        logger.info("model is at opset %d >= target %d: left as it is (never downgraded)", current, target)
+        return model
+    working = onnx.ModelProto()
+    working.CopyFrom(model)
+    detached = _detach_weights(working)
+    try:
+        converted = version_converter.convert_version(working, target)
+    except Exception as error:  # the C++ converter raises RuntimeError with an assertion text
+        raise _conversion_error(model, current, target, error) from None
+    _reattach_weights(converted, detached)
+    converted.ir_version = max(converted.ir_version, _min_ir_version(converted))
+    logger.info("converted model from opset %d to %d", current, target)
+    return converted
+
+
+def _detach_weights(model: onnx.ModelProto) -> dict[str, bytes]:
+    detached = {}
+    for tensor in model.graph.initializer:
+        weight = tensor.data_type in EXTERNAL_ELEMENT_TYPES and tensor.HasField("raw_data")
+        if weight and len(tensor.raw_data) >= EXTERNAL_MIN_TENSOR_BYTES:
+            if tensor.name in detached:  # duplicate initializer names: leave them to the converter
+                continue
+            detached[tensor.name] = tensor.raw_data
+            tensor.ClearField("raw_data")
+            tensor.data_location = TensorProto.EXTERNAL
+            entry = tensor.external_data.add()
+            entry.key, entry.value = "location", _DETACHED_LOCATION
+    return detached
+
+
+def _reattach_weights(model: onnx.ModelProto, detached: dict[str, bytes]) -> None:
+    for tensor in model.graph.initializer:
+        if tensor.name in detached and any(e.value == _DETACHED_LOCATION for e in tensor.external_data):
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+            tensor.raw_data = detached[tensor.name]
+    leftover = [
+        tensor.name
+        for tensor in model.graph.initializer
+        if any(e.value == _DETACHED_LOCATION for e in tensor.external_data)
+    ]
+    if leftover:  # an adapter renamed or copied a weight: a bug to hear about, not to hide
+        raise RuntimeError(f"opset conversion lost track of weights {leftover[:5]}")
+
+
+def _min_ir_version(model: onnx.ModelProto) -> int:
+    try:
+        return onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    except Exception:  # an opset newer than this onnx knows: keep what the converter wrote
+        return model.ir_version
+
+
+def _conversion_error(model: onnx.ModelProto, current: int, target: int, error: Exception) -> UserError:
+    message = " ".join(str(error).split())
+    detail = message.split(" failed: ", 1)[-1][:160]  # drop the C++ file/assertion prefix
+    op_types = sorted(
+        {node.op_type for node in model.graph.node if node.domain in DEFAULT_DOMAINS},
+        key=len,
+        reverse=True,  # longest first, so "LayerNormalization" wins over "Normalization"
+    )
+    culprit = next((op for op in op_types if op in message), None)
+    if culprit is not None and not onnx.defs.has(culprit):
+        return UserError(
+            f"op {culprit} has no schema in ONNX {onnx.__version__} (an experimental or removed op, "
+            f"or a custom op without its own domain), so it cannot be converted from opset {current} to {target}",
+            "remove upgrade_opset from stages, or re-export the model without that op",
+        )
+    fix = "set upgrade_opset.target to a lower opset or remove upgrade_opset from stages"
+    highest = _highest_opset_keeping(culprit, current, target) if culprit else None
+    if highest is not None:
+        fix = f"set upgrade_opset.target to {highest} or remove upgrade_opset from stages"
+    what = f"op {culprit}" if culprit else "an op of the model"
+    return UserError(f"cannot convert {what} from opset {current} to {target} ({detail})", fix)
+
+
+def _highest_opset_keeping(op_type: str, current: int, target: int) -> int | None:
+    """The last opset before `op_type` was deprecated, if that is above `current`."""
+    try:
+        schema = onnx.defs.get_schema(op_type, target)
+    except Exception:  # no schema at all (unknown op): no better target to suggest
+        return None
+    if not schema.deprecated:
+        return None
+    highest = schema.since_version - 1
+    return highest if highest > current else None

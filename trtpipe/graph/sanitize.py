@@ -1,0 +1,146 @@
+"""The sanitize pass: make an exported model clean and explicit before anything else.
+
+In order: strip `value_info` that shape inference will derive again, remove
+dead nodes and sort topologically (onnx-graphsurgeon), infer shapes and fold
+constants (Polygraphy's loaders), strip `value_info` that went stale, infer
+shapes again, write Reshape's `allowzero` default explicitly, save.
+
+Decisions (each with its reason):
+- Polygraphy's `fold_constants` is used as is, with:
+  `partitioning="basic"` so one subgraph that ONNX Runtime cannot evaluate
+  does not stop the rest from folding; `error_ok=True` so a failed pass keeps
+  what earlier passes folded; `size_threshold=FOLD_SIZE_THRESHOLD_BYTES` so an
+  Expand/Tile of a constant is not materialised into a huge initializer
+  (TensorRT folds those at build time anyway); shape inference between passes
+  only when `infer_shapes` is on, and always ONNX's (not ONNX Runtime's
+  symbolic one), for reproducible bytes.
+- onnx-graphsurgeon's folding requires topological order and Polygraphy's
+  folding always runs `cleanup()`: folding therefore sorts and removes dead
+  nodes even when `toposort`/`cleanup` are off; the report says so.
+- Graph inputs are never removed, even unused ones: they are the interface.
+- Model-level fields dropped by graphsurgeon (metadata_props, doc_string) are
+  copied back from the source model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import onnx
+from polygraphy.backend.onnx import fold_constants as polygraphy_fold_constants
+from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
+
+from trtpipe.errors import UserError
+from trtpipe.graph import value_info
+from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
+from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.graph.opset import default_opset
+from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
+
+logger = logging.getLogger(__name__)
+
+FOLD_SIZE_THRESHOLD_BYTES = 64 << 20
+
+
+def sanitize_model(
+    src: Path,
+    dst: Path,
+    *,
+    infer_shapes: bool = True,
+    fold_constants: bool = True,
+    cleanup: bool = True,
+    toposort: bool = True,
+    fix_reshape_allowzero: bool = True,
+) -> dict:
+    """Read `src`, sanitize it, write `dst`; returns a JSON-serialisable report."""
+    source = load_model(Path(src))
+    nodes_before = len(source.graph.node)
+    report: dict = {"nodes_before": nodes_before, "warnings": []}
+    model = source
+    # Decision: with shape inference on, existing value_info of standard ops is
+    # dropped and derived afresh before anything reads it. It may be stale from
+    # edits made before trtpipe, and constant folding trusts it: a wrong shape
+    # would be folded into a wrong Shape constant. Custom ops keep theirs.
+    stripped = value_info.strip_value_info(model, rederivable=infer_shapes)
+    # Polygraphy prints progress at INFO on stdout; only its warnings are wanted.
+    with POLYGRAPHY_LOGGER.verbosity(POLYGRAPHY_LOGGER.WARNING):
+        if cleanup or toposort or fold_constants:
+            model = _cleanup_and_sort(model, cleanup=cleanup, toposort=toposort or fold_constants)
+            report["dead_nodes_removed"] = nodes_before - len(model.graph.node)
+        if fold_constants and not toposort:
+            report["warnings"].append("the graph was sorted topologically because constant folding requires it")
+        if infer_shapes:
+            model = value_info.infer_shapes(model)
+        if fold_constants:
+            model, report["nodes_folded"] = _fold_constants(model, infer_shapes=infer_shapes)
+            if not cleanup:
+                report["warnings"].append("constant folding also removed dead nodes (Polygraphy cleans up after each pass)")
+        changed = value_info.changed_producers(
+            value_info.producer_signatures(source), value_info.producer_signatures(model)
+        )
+        stripped += value_info.strip_value_info(model, changed=changed)
+        report["value_info_stripped"] = len(stripped)
+        if infer_shapes:
+            model = value_info.infer_shapes(model)
+    if fix_reshape_allowzero:
+        report["reshape_allowzero_made_explicit"] = make_reshape_allowzero_explicit(model, default_opset(model))
+    restore_model_fields(model, source)
+    written = save_model(model, Path(dst))
+    _check_valid(Path(dst), Path(src))
+    report["nodes_after"] = len(model.graph.node)
+    report["files"] = [path.name for path in written]
+    for warning in report["warnings"]:
+        logger.warning("sanitize: %s", warning)
+    logger.info(
+        "sanitized %s: %d -> %d nodes (%d dead, %d folded)",
+        Path(src).name, nodes_before, report["nodes_after"],
+        report.get("dead_nodes_removed", 0), report.get("nodes_folded", 0),
+    )
+    return report
+
+
+def _check_valid(path: Path, source: Path) -> None:
+    """The ONNX checker on the result (by path, so external data over 2 GB works).
+
+    Decision: checked after sorting, so a merely unsorted export is fixed rather
+    than rejected; what remains (a node reading a tensor nothing produces, an op
+    unknown to its opset) would fail later in TensorRT's parser with a worse message.
+    """
+    try:
+        onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as error:
+        first_line = " ".join(str(error).strip().splitlines()[0].split())[:200]
+        raise UserError(
+            f"model {source} is not a valid ONNX graph: {first_line}",
+            "re-export the model, or check it with `python -m onnx.checker`",
+        ) from None
+
+
+def _cleanup_and_sort(model: onnx.ModelProto, *, cleanup: bool, toposort: bool) -> onnx.ModelProto:
+    graph = graph_from_model(model)
+    if cleanup:
+        graph.cleanup(remove_unused_graph_inputs=False)
+    if toposort:
+        try:
+            graph.toposort()
+        except Exception as error:  # onnx-graphsurgeon raises its own exception type on a cycle
+            raise UserError(
+                f"the model graph cannot be sorted topologically ({' '.join(str(error).split())[:160]})",
+                "re-export the model; an ONNX graph must not contain cycles",
+            ) from None
+    return model_from_graph(graph, like=model)
+
+
+def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int]:
+    nodes_before = len(model.graph.node)
+    folded = polygraphy_fold_constants(
+        model,
+        do_shape_inference=infer_shapes,
+        partitioning="basic",
+        fold_shapes=True,
+        error_ok=True,
+        size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
+        allow_onnxruntime_shape_inference=False,
+    )
+    return folded, nodes_before - len(folded.graph.node)

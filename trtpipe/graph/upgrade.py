@@ -1,0 +1,62 @@
+"""The upgrade pass: convert to a target opset, fuse decomposed LayerNorms, save.
+
+Decisions:
+- LayerNorm fusion runs only when the model ends at opset >= 17 (where
+  `LayerNormalization` exists); otherwise the refusal is logged and reported,
+  not raised: the conversion alone is still a valid result.
+- A converted model gets Reshape's `allowzero` default written explicitly
+  (see `reshape_allowzero`): the sanitize stage ran before the conversion,
+  while the model was still below opset 14.
+- After the edits, stale `value_info` is stripped and shapes are inferred
+  again, so the saved model describes itself truthfully.
+- Same input, same options: same bytes (every step is deterministic and the
+  report holds no paths or times).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from trtpipe.graph import value_info
+from trtpipe.graph.layernorm_fusion import MIN_OPSET, fuse_layernorms
+from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.graph.opset import convert_opset, default_opset
+from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
+
+logger = logging.getLogger(__name__)
+
+
+def upgrade_model(
+    src: Path, dst: Path, *, target_opset: int = 17, fuse_layernorm: bool = True
+) -> dict:
+    """Read `src`, convert and fuse, write `dst`; returns a JSON-serialisable report."""
+    source = load_model(Path(src))
+    opset_before = default_opset(source)
+    model = convert_opset(source, target_opset)
+    opset_after = default_opset(model)
+    report: dict = {
+        "opset_before": opset_before,
+        "opset_after": opset_after,
+        "converted": opset_after != opset_before,
+        "nodes_before": len(source.graph.node),
+    }
+    if report["converted"]:
+        # Sanitize ran before the conversion, when these Reshapes were below
+        # opset 14; write the allowzero default now for the same reason.
+        report["reshape_allowzero_made_explicit"] = make_reshape_allowzero_explicit(model, opset_after)
+    if fuse_layernorm:
+        if opset_after >= MIN_OPSET:
+            before = value_info.producer_signatures(model)
+            model, report["layernorm"] = fuse_layernorms(model)
+            changed = value_info.changed_producers(before, value_info.producer_signatures(model))
+            value_info.strip_value_info(model, changed=changed)
+        else:
+            reason = f"model is at opset {opset_after}; LayerNormalization needs opset {MIN_OPSET}"
+            logger.info("LayerNorm fusion skipped: %s", reason)
+            report["layernorm"] = {"fused": [], "refused": [], "skipped": reason}
+    model = value_info.infer_shapes(model)
+    written = save_model(model, Path(dst))
+    report["nodes_after"] = len(model.graph.node)
+    report["files"] = [path.name for path in written]
+    return report
