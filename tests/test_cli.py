@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from tests.cli_helpers import cache_entries, run_trtpipe
 
-STAGES = ["sanitize", "upgrade_opset"]
+STAGES = ["sanitize", "upgrade_opset", "precision"]
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +30,13 @@ def test_recipe_runs_on_builtin_model_and_writes_manifest(first_and_second_run):
     manifest = first.manifest
     assert manifest["status"] == "ok"
     assert [s["name"] for s in manifest["stages"]] == STAGES
-    assert first.statuses() == {"sanitize": "ran", "upgrade_opset": "ran"}
+    assert first.statuses() == {"sanitize": "ran", "upgrade_opset": "ran", "precision": "ran"}
     for stage in manifest["stages"]:
         assert len(stage["key"]) == 64 and stage["seconds"] >= 0
         assert set(stage["inputs"]) == {"model"}
         output = stage["outputs"]["model"]
         assert (first.run_dir / output["path"]).is_file()
+    assert (first.run_dir / manifest["stages"][-1]["outputs"]["plan"]["path"]).is_file()
     assert manifest["source"]["builtin"] == "transformer"
     assert manifest["tools"]["onnx"] == onnx.__version__
     assert manifest["config"]["model"]["builtin"] == "transformer"
@@ -53,7 +54,7 @@ def test_second_run_is_all_cached_with_same_digests(first_and_second_run):
 
 def test_the_fused_layernorms_reach_the_run_directory(first_and_second_run):
     _, first, _ = first_and_second_run
-    path = first.run_dir / first.manifest["stages"][-1]["outputs"]["model"]["path"]
+    path = first.run_dir / first.manifest["stages"][1]["outputs"]["model"]["path"]
     model = onnx.load(str(path))
     ops = [node.op_type for node in model.graph.node]
     assert "LayerNormalization" in ops
@@ -64,7 +65,7 @@ def test_changed_config_reruns_only_that_stage_and_says_why(first_and_second_run
     workdir, _, _ = first_and_second_run
     third = run_trtpipe(workdir, "+recipe=transformer_fp16", "upgrade_opset.fuse_layernorm=false", run_name="third")
     assert third.code == 0, third.stderr
-    assert third.statuses() == {"sanitize": "cached", "upgrade_opset": "ran"}
+    assert third.statuses() == {"sanitize": "cached", "upgrade_opset": "ran", "precision": "ran"}
     assert "config.fuse_layernorm changed true -> false" in third.stdout
 
 
@@ -114,7 +115,7 @@ def test_failed_stage_skips_the_rest_and_exits_non_zero(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "broken.onnx"))
     result = run_trtpipe(tmp_path, "model.path=broken.onnx")
     assert result.code in (1, 2), result.stdout + result.stderr
-    assert result.statuses() == {"sanitize": "failed", "upgrade_opset": "skipped"}
+    assert result.statuses() == {"sanitize": "failed", "upgrade_opset": "skipped", "precision": "skipped"}
     assert result.manifest["status"] == "failed"
     assert result.manifest["stages"][0]["error"]
     assert "Traceback" not in result.stdout + result.stderr

@@ -25,6 +25,25 @@ def check_config(cfg: DictConfig) -> None:
         OmegaConf.merge(OmegaConf.structured(TrtpipeConfig), plain)
     except OmegaConfBaseException as error:
         raise config_error(error) from error
+    _check_values(cfg)
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Values the schema's types cannot express: enumerations and regexes."""
+    from trtpipe.precision.rules import compile_rules
+
+    precision = cfg.get("precision")
+    if precision is None:
+        return
+    _one_of("precision.default", precision.default, ("fp16", "bf16", "fp32"))
+    _one_of("precision.on_unmatched", precision.on_unmatched, ("error", "warn"))
+    _one_of("precision.auto.constants", precision.auto.constants, ("keep_fp32", "saturate", "off"))
+    compile_rules(OmegaConf.to_container(precision.rules, resolve=True))
+
+
+def _one_of(key: str, value, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise UserError(f"config value of '{key}' is {value!r}", f"use one of {', '.join(allowed)}")
 
 
 def config_error(error: BaseException) -> UserError:

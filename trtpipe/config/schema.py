@@ -8,7 +8,7 @@ these schemas (their defaults list starts with `schema`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 
 @dataclass
@@ -45,11 +45,67 @@ class UpgradeOpsetConfig:
 
 
 @dataclass
+class InputSpec:
+    # Integers are drawn from [low, high) (high exclusive), floats uniformly from [low, high).
+    low: float = 0.0
+    high: float = 1.0
+    dtype: str = "float32"
+    # Needed only for inputs with dynamic dimensions.
+    shape: Optional[List[int]] = None
+
+
+@dataclass
+class DataConfig:
+    # Sample inputs: .npz keyed by input name, or Polygraphy JSON inputs. Unset: generated.
+    path: Optional[str] = None
+    seed: int = 0
+    # Feed dicts generated per run (each stage that runs the model uses all of them).
+    iterations: int = 2
+    # Per input name. For built-in models, realistic ranges are filled in automatically.
+    inputs: Dict[str, InputSpec] = field(default_factory=dict)
+
+
+@dataclass
+class AutoPrecisionConfig:
+    # Keep FP32 every node whose output (or hidden intermediate) exceeds this on the
+    # sample inputs; null disables the rule. 4096 leaves 16x headroom below FP16's 65504
+    # for inputs larger than the samples.
+    max_abs: Optional[float] = 4096.0
+    # Constants beyond FP16's range or flushing to zero: keep_fp32 | saturate | off.
+    constants: str = "keep_fp32"
+    # Keep whole LayerNorm/RMSNorm groups (decomposed or fused) FP32.
+    normalization: bool = True
+    softmax: bool = False
+    # Absorb isolated low-precision islands of at most this many cheap nodes (0: off).
+    island_size: int = 0
+
+
+@dataclass
+class PrecisionConfig:
+    default: str = "fp16"  # fp16 | bf16 | fp32 (baseline)
+    # name -> {match: exact|regex|op_type (default exact), pattern, precision: fp32|fp16|bf16
+    # (default fp32)}. Decision: typed Any, not a dataclass, so the command line can add a
+    # whole rule as `+precision.rules.NAME={match:regex,pattern:'...',precision:fp32}`
+    # (OmegaConf cannot assign a dict literal into a dict of dataclasses); each rule's
+    # fields are checked by trtpipe.precision.rules.compile_rules with the full key.
+    rules: Dict[str, Any] = field(default_factory=dict)
+    keep_io_types: bool = True
+    on_unmatched: str = "error"  # error | warn
+    # Leave FP16/FP32 islands an author already placed (mixed-precision models) as they are.
+    respect_authored: bool = True
+    auto: AutoPrecisionConfig = field(default_factory=AutoPrecisionConfig)
+    # Print the network's node names, op types and tensor names, then stop.
+    list_only: bool = False
+
+
+@dataclass
 class TrtpipeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    stages: List[str] = field(default_factory=lambda: ["sanitize", "upgrade_opset"])
+    stages: List[str] = field(default_factory=lambda: ["sanitize", "upgrade_opset", "precision"])
     cache: CacheConfig = field(default_factory=CacheConfig)
     sanitize: SanitizeConfig = field(default_factory=SanitizeConfig)
     upgrade_opset: UpgradeOpsetConfig = field(default_factory=UpgradeOpsetConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     # Print full tracebacks for errors (also enabled by TRTPIPE_DEBUG=1).
     debug: bool = False

@@ -23,6 +23,7 @@ GLOBAL_PACKAGE_HEADER = "# @package _global_"
 _STAGE_SCHEMAS = {
     "sanitize": schema.SanitizeConfig,
     "upgrade_opset": schema.UpgradeOpsetConfig,
+    "precision": schema.PrecisionConfig,
 }
 
 

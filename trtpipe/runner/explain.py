@@ -41,6 +41,8 @@ def explain_miss(previous: list[dict], material: dict) -> str:
     changes = changed_paths(closest, material)
     if not changes:
         return "its entry is no longer in the cache"
+    # Inputs first: a different model explains everything after it.
+    changes.sort(key=lambda change: (not change[0].startswith("inputs."), change[0]))
     shown = [f"{path} changed {_short(old)} -> {_short(new)}" for path, old, new in changes[:_SHOWN_CHANGES]]
     more = len(changes) - _SHOWN_CHANGES
     return "; ".join(shown) + (f" (+{more} more)" if more > 0 else "")

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
 from trtpipe.errors import EXIT_FAILED, EXIT_OK, StageFailed, TrtpipeError, UserError
+from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache, CacheEntry
 from trtpipe.runner.files import link_or_copy
 from trtpipe.runner.hashing import artifact_digest
@@ -69,22 +70,30 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     artifacts = {SOURCE_KIND: source}
+    data = resolved_data(cfg.data, None if cfg.model.path else cfg.model.builtin, start_dir)
     failure: TrtpipeError | None = None
+    stop_reason: str | None = None
     for stage in stages:
-        if failure is not None:
-            manifest.stages.append(StageRecord(stage.name, "skipped", reason=f"an earlier stage failed"))
-            log.info("  %-15s skipped", stage.name)
+        if failure is not None or stop_reason is not None:
+            reason = stop_reason or "an earlier stage failed"
+            manifest.stages.append(StageRecord(stage.name, "skipped", reason=reason))
+            log.info("  %-15s skipped  (%s)", stage.name, reason)
             continue
-        record, failure = _run_stage(stage, cfg, artifacts, cache, run_dir)
+        record, failure, stops = _run_stage(stage, cfg, artifacts, cache, run_dir, data)
         manifest.stages.append(record)
+        if stops:
+            stop_reason = f"{stage.name} asked to stop here ({record.summary})"
     manifest.status = "failed" if failure else "ok"
     manifest.write(run_dir)
     exit_code = failure.exit_code if failure else EXIT_OK
     return PipelineResult(run_dir, manifest, exit_code, failure)
 
 
-def _run_stage(stage, cfg, artifacts, cache, run_dir) -> tuple[StageRecord, TrtpipeError | None]:
+def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord, TrtpipeError | None, bool]:
+    """Returns the stage's record, its failure if any, and whether the pipeline stops here."""
     config = OmegaConf.to_container(cfg[stage.name], resolve=True)
+    if stage.uses_data:
+        config["data"] = data
     inputs = {kind: artifacts[kind] for kind in stage.consumes}
     material = {
         "stage": stage.name,
@@ -100,7 +109,8 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir) -> tuple[StageRecord, Trtp
         log.info("  %-15s running...", stage.name)
         outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
         return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
-                "details": outcome.details, "trtpipe": __version__}
+                "details": outcome.details, "console_file": outcome.console_file, "stop": outcome.stop,
+                "trtpipe": __version__}
 
     try:
         result = cache.get_or_compute(stage.name, material, compute)
@@ -108,13 +118,13 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir) -> tuple[StageRecord, Trtp
         record.seconds = round(time.perf_counter() - started, 3)
         record.error = str(error)
         log.error("  %-15s failed  %s", stage.name, error)
-        return record, error
+        return record, error, False
     except Exception as error:  # a defect: keep the traceback in the log file, one line on the console
         record.seconds = round(time.perf_counter() - started, 3)
         record.error = f"{type(error).__name__}: {error}"
         log.debug("%s", traceback.format_exc())
         log.error("  %-15s failed  %s (traceback in %s)", stage.name, record.error, run_dir / "trtpipe.log")
-        return record, StageFailed(f"stage {stage.name} failed: {record.error}")
+        return record, StageFailed(f"stage {stage.name} failed: {record.error}"), False
     entry = result.entry
     record.key = entry.key
     record.status = "deferred" if entry.record.get("status") == "deferred" else result.status
@@ -126,7 +136,9 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir) -> tuple[StageRecord, Trtp
         artifacts[kind] = Artifact(entry.output_path(kind), entry.output_digest(kind))
     why = f"  ({result.reason})" if result.status == "ran" and result.reason else ""
     log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, record.summary, why)
-    return record, None
+    if entry.record.get("console_file"):
+        log.info("%s", (entry.directory / entry.record["console_file"]).read_text().rstrip())
+    return record, None, bool(entry.record.get("stop"))
 
 
 def _publish_outputs(entry: CacheEntry, stage_name: str, run_dir: Path) -> dict[str, dict[str, str]]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from trtpipe.errors import UserError
 from trtpipe.stages.base import Stage
+from trtpipe.stages.precision import PlanPrecision
 from trtpipe.stages.sanitize import SanitizeModel
 from trtpipe.stages.upgrade_opset import UpgradeOpset
 
-STAGES: dict[str, type[Stage]] = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset)}
+STAGES: dict[str, type[Stage]] = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset, PlanPrecision)}
 
 
 def stage_class(name: str) -> type[Stage]:

@@ -27,6 +27,10 @@ class StageOutcome:
     summary: str = ""
     status: str = "ran"  # "ran", or "deferred" for work that needs hardware this machine lacks
     details: dict = field(default_factory=dict)
+    # A text file (in out_dir) the console shows after the stage, cached or not.
+    console_file: str | None = None
+    # True when the pipeline should stop after this stage (e.g. precision.list_only).
+    stop: bool = False
 
 
 class Stage:
@@ -36,6 +40,8 @@ class Stage:
     produces: ClassVar[tuple[str, ...]]
     # Distributions whose versions can change this stage's outputs (part of the key).
     tools: ClassVar[tuple[str, ...]] = ()
+    # Stages that run the model receive the resolved `data` block in config["data"].
+    uses_data: ClassVar[bool] = False
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         raise NotImplementedError

@@ -1,0 +1,113 @@
+"""(d) Naive FP16 on the built-in models: validation rejects it and localisation names the LayerNorm.
+
+Why the first failing node is the first `Pow` of a LayerNorm: every node
+before it (Gather/Add/Conv, the LayerNorm's ReduceMean and Sub) holds values
+within FP16's range and is off by one rounding (< 0.1% of its scale). `Pow`
+squares deviations of several hundred (the transformer's outlier channels,
+nafnet's un-normalised intro features): 2e5-4e5 > 65504, so it is the first
+tensor that becomes inf. In the transformer the embeddings' LayerNorm comes
+before the attention mask in the file's topological order; the mask constant
+(-3.4e38 -> -inf in FP16) is the second, independent origin of error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.validate.naive_fp16 import fp16_except, naive_fp16
+from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
+from trtpipe.validate.compare import compare_candidate
+from trtpipe.validate.emulator import EmulatedRunner
+from trtpipe.validate.inputs import generate_inputs
+from trtpipe.validate.localize import localize, topological_order
+from trtpipe.validate.reference import ReferenceRunner
+
+# Positive controls: the nodes a working precision plan keeps in FP32.
+PROTECTED = {
+    # LayerNorms, and the mask arithmetic (the top-level nodes: Unsqueeze/Cast/Sub/Mul of the mask)
+    "transformer": lambda node: "/LayerNorm/" in node.name or node.name.count("/") == 1,
+    "nafnet": lambda node: "/norm1/" in node.name or "/norm2/" in node.name,
+}
+
+
+@pytest.fixture(scope="module", params=["transformer", "nafnet"])
+def case(request):
+    name = request.param
+    model = builtin_model(name)
+    feeds = generate_inputs(model, BUILTIN_INPUT_SPECS[name], seed=0, iterations=2)
+    return name, model, feeds
+
+
+def verdict(model, candidate, feeds):
+    reference = ReferenceRunner(model)
+    emulated = EmulatedRunner(candidate)
+    return compare_candidate(
+        "candidate", [reference.run(f) for f in feeds], [emulated.run(f) for f in feeds], reference.graph_outputs
+    )
+
+
+def test_naive_fp16_is_rejected_and_protected_fp16_passes(case):
+    name, model, feeds = case
+    naive = verdict(model, naive_fp16(model), feeds)
+    assert not naive.passed
+    json.dumps(naive.to_json(), allow_nan=False)  # the report is plain JSON
+    if name == "transformer":
+        # 0 * -inf from the FP16 mask: every value of both outputs is NaN.
+        assert naive.outputs["last_hidden_state"].metrics.nonfinite == 16 * 64
+        assert naive.to_json()["outputs"]["pooler_output"]["max_abs"] == "inf"
+    else:
+        # The variance overflows, the norm collapses to its bias; the image is finite but wrong.
+        restored = naive.outputs["restored"]
+        assert restored.metrics.nonfinite == 0
+        assert restored.metrics.psnr < 35 and any(r.startswith("psnr") for r in restored.reasons)
+    protected = verdict(model, fp16_except(model, PROTECTED[name]), feeds)
+    assert protected.passed, protected.reasons
+
+
+def test_localisation_names_the_first_layernorm_pow(case):
+    name, model, feeds = case
+    found = localize(model, naive_fp16(model), feeds[0])
+    first = found.first
+    expected = {"transformer": "/embeddings/LayerNorm/Pow", "nafnet": "/encoders.0/encoders.0.0/norm1/Pow"}[name]
+    assert first["node"] == expected and first["op_type"] == "Pow"
+    assert first["tensor"] == f"{expected}_output_0"
+    assert first["cand_nonfinite"] > 0 and first["cand_max_abs_error"] == "inf"
+    assert 65504 < first["ref_max_abs"] < 1e6
+    assert "overflow" in first["reason"]
+    origins = [origin["node"] for origin in found.origins]
+    if name == "transformer":
+        assert origins == [expected, "/Constant_3"]  # the FP32-min mask constant, now -inf
+        assert found.origins[1]["ref_max_abs"] == pytest.approx(3.4028234663852886e38)
+    else:
+        assert origins == [expected]
+    # Everything before the Pow is within one FP16 rounding of the reference.
+    before = found.tensors[: [t.node for t in found.tensors].index(expected)]
+    assert before and all(t.relative_error < 1e-3 and t.precision == "fp16" for t in before)
+    json.dumps(found.to_json(), allow_nan=False)
+
+
+def test_protected_nafnet_localises_nothing():
+    model = builtin_model("nafnet")
+    feeds = generate_inputs(model, BUILTIN_INPUT_SPECS["nafnet"], seed=0, iterations=1)[0]
+    found = localize(model, fp16_except(model, PROTECTED["nafnet"]), feeds)
+    assert found.first is None and found.origins == []
+    precisions = {t.node: t.precision for t in found.tensors}
+    assert precisions["/encoders.0/encoders.0.0/norm1/Pow"] == "fp32"
+    assert precisions["/intro/Conv"] == "fp16"
+    # Inserted Casts have no counterpart in the reference: listed, not judged.
+    assert "image__fp16" in found.unmatched
+
+
+def test_topological_order_keeps_file_order_and_repairs_a_shuffled_graph():
+    model = builtin_model("transformer")
+    assert [index for index, _ in topological_order(model.graph)] == list(range(len(model.graph.node)))
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(reversed(nodes))
+    order = [node for _, node in topological_order(model.graph)]
+    produced = {name for name in ("input_ids", "attention_mask")} | {t.name for t in model.graph.initializer}
+    for node in order:
+        assert all(name in produced for name in node.input if name)
+        produced.update(node.output)

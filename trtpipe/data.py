@@ -1,0 +1,43 @@
+"""Sample inputs shared by every stage that runs the model.
+
+Decision: `data` is not a stage's own config, but it changes what such a stage
+computes; the runner therefore hands the *resolved* data block (absolute path
+and its digest, or the generation specs with built-in defaults filled in) to
+those stages as part of their config, so it is part of their cache key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from trtpipe.errors import UserError
+from trtpipe.runner.hashing import sha256_file
+
+
+def resolved_data(data: Mapping, builtin: str | None, start_dir: Path) -> dict:
+    inputs: dict = {}
+    if builtin is not None:
+        from trtpipe.models import BUILTIN_INPUT_SPECS
+
+        inputs = {name: dict(spec) for name, spec in BUILTIN_INPUT_SPECS.get(builtin, {}).items()}
+    for name, spec in (data.get("inputs") or {}).items():
+        inputs[name] = {**inputs.get(name, {}), **{k: v for k, v in spec.items() if v is not None}}
+    resolved = {"seed": int(data["seed"]), "iterations": int(data["iterations"]), "inputs": inputs,
+                "path": None, "sha256": None}
+    if data.get("path"):
+        path = Path(data["path"]).expanduser()
+        path = (path if path.is_absolute() else start_dir / path).resolve()
+        if not path.is_file():
+            raise UserError(f"data.path {path} does not exist", "give an .npz or Polygraphy JSON inputs file")
+        resolved["path"], resolved["sha256"] = str(path), sha256_file(path)
+    return resolved
+
+
+def sample_feeds(model, data: Mapping) -> list[dict]:
+    """The feed dicts described by a resolved data block."""
+    from trtpipe.validate.inputs import generate_inputs, load_inputs
+
+    if data.get("path"):
+        return load_inputs(Path(data["path"]), model)
+    return generate_inputs(model, data.get("inputs") or {}, data["seed"], data["iterations"])

@@ -1,0 +1,116 @@
+"""The network as TensorRT's ONNX parser sees it: named nodes, tensors, indexes.
+
+Decision: TensorRT's ONNX parser names each layer after its ONNX node, or
+`node_of_<first output>` for an unnamed node (extra layers of one node carry the
+node in their metadata), so precision rules are resolved against exactly these
+names. Producer and consumer indexes are built once, so every later pass is
+linear in the number of nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
+
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+
+
+def layer_name(node: onnx.NodeProto) -> str:
+    return node.name or f"node_of_{node.output[0] if node.output else 'unnamed'}"
+
+
+@dataclass
+class Network:
+    model: onnx.ModelProto
+    names: list[str] = field(default_factory=list)  # topological order (the sanitized graph's order)
+    nodes: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    producer: dict[str, str] = field(default_factory=dict)  # tensor -> node name
+    consumers: dict[str, list[str]] = field(default_factory=dict)  # tensor -> node names
+    tensor_types: dict[str, int] = field(default_factory=dict)  # elem_type of every typed tensor
+    tensor_shapes: dict[str, list[int | None]] = field(default_factory=dict)  # None for unknown dims
+    constants: dict[str, onnx.TensorProto] = field(default_factory=dict)  # initializers and Constant outputs
+    absorbed_by: dict[str, str] = field(default_factory=dict)  # absorbed node name -> fused node name
+
+    def op_type(self, name: str) -> str:
+        return self.nodes[name].op_type
+
+    def is_float(self, tensor: str) -> bool:
+        return self.tensor_types.get(tensor) in FLOAT_TYPES
+
+    def float_outputs(self, name: str) -> list[str]:
+        return [t for t in self.nodes[name].output if t and self.is_float(t)]
+
+    def computes_float(self, name: str) -> bool:
+        """A node whose precision matters: it produces a float tensor (Casts excluded)."""
+        return self.op_type(name) != "Cast" and bool(self.float_outputs(name))
+
+    def tensor_names(self) -> list[str]:
+        return [t for name in self.names for t in self.nodes[name].output if t]
+
+
+def network_from_model(model: onnx.ModelProto) -> Network:
+    """Index a model whose types are inferred (the sanitize stage guarantees it)."""
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    net = Network(model=model)
+    graph = inferred.graph
+    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if value.type.HasField("tensor_type"):
+            net.tensor_types[value.name] = value.type.tensor_type.elem_type
+            if value.type.tensor_type.HasField("shape"):
+                net.tensor_shapes[value.name] = [
+                    d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim
+                ]
+    for tensor in model.graph.initializer:
+        net.tensor_types[tensor.name] = tensor.data_type
+        net.constants[tensor.name] = tensor
+        net.tensor_shapes[tensor.name] = list(tensor.dims)
+    for node in model.graph.node:
+        name = _unique(layer_name(node), net.nodes)
+        net.names.append(name)
+        net.nodes[name] = node
+        for tensor in node.output:
+            if tensor:
+                net.producer[tensor] = name
+        for tensor in node.input:
+            if tensor:
+                net.consumers.setdefault(tensor, []).append(name)
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                net.constants[node.output[0]] = value
+                net.tensor_types[node.output[0]] = value.data_type
+    for fused, absorbed in read_absorbed_nodes(model).items():
+        for name in absorbed:
+            net.absorbed_by[name] = fused
+    return net
+
+
+def _unique(name: str, taken: dict) -> str:
+    # ONNX does not require unique node names; TensorRT would reject duplicates at
+    # build time, and a rule must address one node: suffix repeats deterministically.
+    if name not in taken:
+        return name
+    index = 1
+    while f"{name}_{index}" in taken:
+        index += 1
+    return f"{name}_{index}"
+
+
+def name_nodes_as_parser_does(model: onnx.ModelProto) -> int:
+    """Give every node the unique name TensorRT's parser would use; returns how many changed.
+
+    Decision: written into the model so that the engine's layer names, the plan and
+    the rules all use one set of names.
+    """
+    taken: dict[str, None] = {}
+    changed = 0
+    for node in model.graph.node:
+        name = _unique(layer_name(node), taken)
+        taken[name] = None
+        if node.name != name:
+            node.name = name
+            changed += 1
+    return changed

@@ -1,0 +1,92 @@
+"""Automatic rule: normalization groups kept FP32 as one unit.
+
+A LayerNorm is one computation whether it is one `LayerNormalization` node or
+nine decomposed nodes; keeping half of it FP32 would put Casts in the middle of
+the variance. Groups found here: fused LayerNormalization / RMSNormalization /
+GroupNormalization / InstanceNormalization nodes, decomposed LayerNorm
+(ReduceMean → Sub → Pow|Mul → ReduceMean → Add → Sqrt → Div [→ Mul → Add]) over
+any axes (so NAFNet's channel-wise LayerNorm2d too), decomposed RMSNorm
+(Pow → ReduceMean → Add → Sqrt → Div|Reciprocal [→ Mul]), and Softmax.
+"""
+
+from __future__ import annotations
+
+from trtpipe.precision.network import Network
+
+FUSED_NORMS = {"LayerNormalization", "RMSNormalization", "GroupNormalization", "InstanceNormalization",
+               "SimplifiedLayerNormalization"}
+SOFTMAX_OPS = {"Softmax", "LogSoftmax"}
+
+
+def normalization_groups(net: Network, *, norms: bool, softmax: bool) -> dict[str, str]:
+    """node -> group label (the group's anchor node and kind)."""
+    groups: dict[str, str] = {}
+    for name in net.names:
+        op = net.op_type(name)
+        if norms and op in FUSED_NORMS:
+            groups[name] = f"{op} {name}"
+        elif softmax and op in SOFTMAX_OPS:
+            groups[name] = f"{op} {name}"
+        elif norms and _is_square(net, name):
+            members, kind = _decomposed_group(net, name)
+            if members:
+                label = f"decomposed {kind} around {name}"
+                for member in members:
+                    groups.setdefault(member, label)
+    return groups
+
+
+def _is_square(net: Network, name: str) -> bool:
+    node = net.nodes[name]
+    if node.op_type == "Pow" and len(node.input) == 2:
+        exponent = net.constants.get(node.input[1])
+        if exponent is not None:
+            from onnx import numpy_helper
+
+            value = numpy_helper.to_array(exponent)
+            return value.size == 1 and float(value.ravel()[0]) == 2.0
+    return node.op_type == "Mul" and len(node.input) == 2 and node.input[0] == node.input[1]
+
+
+def _decomposed_group(net: Network, square: str) -> tuple[list[str], str]:
+    members = [square]
+    squared_input = net.nodes[square].input[0]
+    centre = net.producer.get(squared_input)
+    kind = "RMSNorm"
+    if centre and net.op_type(centre) == "Sub":
+        mean = net.producer.get(net.nodes[centre].input[1])
+        if mean and net.op_type(mean) == "ReduceMean":
+            members = [mean, centre, square]
+            kind = "LayerNorm"
+    chain = _follow(net, net.nodes[square].output[0], ["ReduceMean", "Add", "Sqrt"])
+    if len(chain) < 3:
+        return [], kind
+    members += chain
+    tail = _single_consumer(net, net.nodes[chain[-1]].output[0])
+    if tail is None or net.op_type(tail) not in ("Div", "Reciprocal"):
+        return [], kind
+    members.append(tail)
+    current = tail
+    for op in ("Mul", "Add"):  # the affine part: gamma, then beta
+        nxt = _single_consumer(net, net.nodes[current].output[0])
+        if nxt is None or net.op_type(nxt) != op or not any(i in net.constants for i in net.nodes[nxt].input):
+            break
+        members.append(nxt)
+        current = nxt
+    return members, kind
+
+
+def _follow(net: Network, tensor: str, ops: list[str]) -> list[str]:
+    chain = []
+    for op in ops:
+        nxt = _single_consumer(net, tensor)
+        if nxt is None or net.op_type(nxt) != op:
+            break
+        chain.append(nxt)
+        tensor = net.nodes[nxt].output[0]
+    return chain
+
+
+def _single_consumer(net: Network, tensor: str) -> str | None:
+    consumers = net.consumers.get(tensor, [])
+    return consumers[0] if len(consumers) == 1 else None

@@ -1,0 +1,88 @@
+"""Decide every node's precision, with the reason, from defaults, automatic rules
+and user rules.
+
+Order (later steps override earlier ones, so the most explicit intent wins):
+1. structure: Casts are kept as authored; nodes without float outputs have no precision;
+2. authored: nodes whose precision the model's author chose (mixed-precision models);
+3. default: `precision.default` for everything else;
+4. automatic rules (only over default nodes, only when the default is low precision):
+   constants that do not fit, activation range, normalization groups;
+5. user rules, in the order given (later rules override earlier ones);
+6. smoothing of isolated low-precision islands (default nodes only).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+import numpy as np
+
+from trtpipe.precision.authored import authored_decisions
+from trtpipe.precision.auto_constants import constant_decisions
+from trtpipe.precision.auto_range import observed_max_abs, range_decisions
+from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
+from trtpipe.precision.network import Network
+from trtpipe.precision.norm_groups import normalization_groups
+from trtpipe.precision.rules import RuleMatch, compile_rules, resolve_rules
+from trtpipe.precision.smoothing import smooth_islands
+
+log = logging.getLogger(__name__)
+
+
+def plan_precision(
+    net: Network, config: Mapping, feeds_list: list[dict[str, np.ndarray]] | None
+) -> tuple[dict[str, Decision], list[RuleMatch]]:
+    default = config["default"]
+    rules = compile_rules(config.get("rules") or {})
+    matches = resolve_rules(rules, net, config["on_unmatched"])  # before any expensive work
+    authored = authored_decisions(net) if config["respect_authored"] else {}
+    decisions = {name: _initial(net, name, default, authored) for name in net.names}
+    observed: dict[str, float] = {}
+    auto = config["auto"]
+    if default in LOW_PRECISIONS:
+        if auto["constants"] == "keep_fp32":
+            _apply_auto(decisions, constant_decisions(net, default))
+        if auto["max_abs"] is not None and default == "fp16" and feeds_list:
+            observed = observed_max_abs(net, feeds_list)
+            _apply_auto(decisions, range_decisions(observed, float(auto["max_abs"])))
+        groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
+        _apply_auto(decisions, {n: (f"normalization group: {label}", None) for n, label in groups.items()})
+    for match in matches:
+        _apply_rule(net, decisions, match)
+    if default in LOW_PRECISIONS:
+        smooth_islands(net, decisions, int(auto["island_size"]))
+    for name, value in observed.items():
+        decisions[name].observed_max_abs = value
+    return decisions, matches
+
+
+def _initial(net: Network, name: str, default: str, authored: dict[str, str]) -> Decision:
+    if net.op_type(name) == "Cast":
+        return Decision("keep", "Cast: kept as authored", "structure")
+    if not net.computes_float(name):
+        return Decision("none", "no float output (integer or shape path)", "structure")
+    if name in authored:
+        return Decision("keep", authored[name], "authored")
+    return Decision(default, f"precision.default={default}", "default")
+
+
+def _apply_auto(decisions: dict[str, Decision], found: dict[str, tuple[str, float | None]]) -> None:
+    for name, (reason, magnitude) in found.items():
+        current = decisions.get(name)
+        if current is not None and current.source == "default":
+            decisions[name] = Decision("fp32", reason, "auto", magnitude)
+
+
+def _apply_rule(net: Network, decisions: dict[str, Decision], match: RuleMatch) -> None:
+    rule = match.rule
+    fused_from = {fused: absorbed for absorbed, fused in match.via_fusion.items()}
+    for name in match.nodes:
+        current = decisions[name]
+        if current.source == "structure":
+            log.info("rule %s matches %s, which has no float precision to set (%s)", rule.name, name, current.reason)
+            continue
+        reason = f"rule {rule.name} ({rule.match} {rule.pattern!r})"
+        if name in fused_from:
+            reason += f", naming {fused_from[name]} which upgrade_opset fused into this node"
+        decisions[name] = Decision(rule.precision, reason, "rule", current.observed_max_abs)

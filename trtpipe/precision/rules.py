@@ -1,0 +1,125 @@
+"""Named precision rules: compiled at startup, resolved against the parsed network.
+
+Decisions:
+- `regex` is a full match (anchored at both ends) — a pattern matches a name, not
+  part of one; `exact` is exact; `op_type` matches the ONNX op type exactly.
+- An invalid regex fails before any stage runs, naming the rule.
+- A rule that matches nothing is an error by default, with the closest names:
+  the silent no-op of `trtexec --layerPrecisions` wildcards and of Polygraphy's
+  exact-name matching is the bug trtpipe exists to fix.
+- A rule naming a node that `upgrade_opset` fused away (users copy names from the
+  exporter or an old build log) resolves to the fused node, and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Mapping
+
+from trtpipe.errors import UserError
+from trtpipe.precision.network import Network
+
+log = logging.getLogger(__name__)
+
+MATCH_KINDS = ("exact", "regex", "op_type")
+PRECISIONS = ("fp32", "fp16", "bf16")
+RULE_FIELDS = ("match", "pattern", "precision")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    match: str
+    pattern: str
+    precision: str
+    regex: re.Pattern | None = None
+
+
+@dataclass
+class RuleMatch:
+    rule: Rule
+    nodes: list[str]
+    via_fusion: dict[str, str]  # absorbed name the rule named -> fused node it resolved to
+
+
+def compile_rules(rules: Mapping[str, Mapping]) -> list[Rule]:
+    """Check every rule's fields and compile regexes; UserError naming the rule."""
+    compiled = []
+    for name, spec in rules.items():
+        key = f"precision.rules.{name}"
+        if not isinstance(spec, Mapping):
+            raise UserError(f"{key} is {spec!r}, not a rule", "write {match: exact|regex|op_type, pattern: ..., precision: fp32}")
+        unknown = sorted(set(spec) - set(RULE_FIELDS))
+        if unknown:
+            raise UserError(f"config key '{key}.{unknown[0]}' is not a rule field", f"a rule has {', '.join(RULE_FIELDS)}")
+        match, pattern = spec.get("match", "exact"), spec.get("pattern")
+        precision = spec.get("precision", "fp32")
+        if match not in MATCH_KINDS:
+            raise UserError(f"{key}.match is {match!r}", f"use one of {', '.join(MATCH_KINDS)}")
+        if precision not in PRECISIONS:
+            raise UserError(f"{key}.precision is {precision!r}", f"use one of {', '.join(PRECISIONS)}")
+        if not pattern:
+            raise UserError(f"{key}.pattern is empty", "give the node name, regex or op type to match")
+        regex = None
+        if match == "regex":
+            try:
+                regex = re.compile(pattern)
+            except re.error as error:
+                raise UserError(
+                    f"{key}.pattern {pattern!r} is not a valid regular expression ({error})",
+                    "fix the regex (it is matched against whole node names, e.g. '/encoder/.*/LayerNorm/.*')",
+                ) from None
+        compiled.append(Rule(name, match, pattern, precision, regex))
+    return compiled
+
+
+def resolve_rules(rules: list[Rule], net: Network, on_unmatched: str) -> list[RuleMatch]:
+    matches = [_resolve(rule, net) for rule in rules]
+    for found in matches:
+        if found.nodes:
+            for absorbed, fused in found.via_fusion.items():
+                log.info("rule %s names %s, which upgrade_opset fused into %s", found.rule.name, absorbed, fused)
+            continue
+        message, fix = _unmatched_message(found.rule, net)
+        if on_unmatched == "error":
+            raise UserError(message, fix)
+        log.warning("%s (ignored: precision.on_unmatched=warn)", message)
+    return matches
+
+
+def _resolve(rule: Rule, net: Network) -> RuleMatch:
+    via_fusion: dict[str, str] = {}
+    if rule.match == "op_type":
+        nodes = [n for n in net.names if net.op_type(n) == rule.pattern]
+    elif rule.match == "exact":
+        nodes = [rule.pattern] if rule.pattern in net.nodes else []
+        if not nodes and rule.pattern in net.absorbed_by:
+            nodes = [net.absorbed_by[rule.pattern]]
+            via_fusion[rule.pattern] = nodes[0]
+    else:
+        for absorbed, fused in net.absorbed_by.items():
+            if rule.regex.fullmatch(absorbed) and fused in net.nodes:
+                via_fusion[absorbed] = fused
+        fused_targets = set(via_fusion.values())
+        nodes = [n for n in net.names if n in fused_targets or rule.regex.fullmatch(n)]
+    return RuleMatch(rule, nodes, via_fusion)
+
+
+def _unmatched_message(rule: Rule, net: Network) -> tuple[str, str]:
+    candidates = sorted(set(net.names) | set(net.absorbed_by)) if rule.match != "op_type" else sorted(
+        {net.op_type(n) for n in net.names}
+    )
+    probe = rule.pattern if rule.match != "regex" else re.sub(r"[\\.*+?^$()\[\]{}|]", "", rule.pattern)
+    close = get_close_matches(probe, candidates, n=3, cutoff=0.4)
+    what = {"exact": "node name", "regex": "full-match regex", "op_type": "op type"}[rule.match]
+    message = f"precision rule '{rule.name}' ({what} {rule.pattern!r}) matches no node of the network"
+    if close:
+        fix = f"closest {'op types' if rule.match == 'op_type' else 'names'}: {', '.join(close)}"
+    else:
+        fix = "list the network's names with precision.list_only=true"
+    if rule.match == "regex":
+        fix += "; a regex must match the whole name (add .* where needed)"
+    return message, fix

@@ -1,0 +1,184 @@
+"""The comparator: judges runner results against tolerances. It runs nothing itself.
+
+Decisions:
+- A tolerance bounds a metric only when it is set; unset (None) means "not
+  judged". Non-finite candidate values (where the reference is finite) always
+  fail, whatever the tolerances say: no tolerance makes NaN accurate.
+- `DEFAULT_TOLERANCE` sets only the scale-free bounds, `cosine_min=0.999`
+  and `psnr_min=40` dB (4-D image outputs only). Measured on the built-in
+  models: FP16 with FP32 LayerNorms gives cosine 0.9999999 on every output
+  and 75 dB on nafnet's image; naive FP16 gives NaN on the transformer and,
+  on nafnet, cosine 0.997 and 29 dB (the collapsed LayerNorm only shifts
+  a residual, so cosine alone barely notices; PSNR is the bound that fails
+  it). `max_abs`/`max_rel` depend on an output's units, so they are left to
+  per-output overrides.
+- A per-output override replaces the default field by field, only where it
+  sets a value: `{"logits": Tolerance(max_abs=0.05)}` keeps the default
+  cosine and psnr bounds. To loosen a default bound, set a permissive value
+  (`cosine_min=-1`).
+- A metric that is NaN (undefined) fails any bound set on it (when the NaN
+  comes from non-finite candidate values, only those are reported); `psnr_min` on
+  a non-image output (psnr None) is not applicable and is skipped.
+- Several iterations are aggregated per metric to the worst value across
+  iterations (`worst_metrics`), then judged once: one bad input is enough to
+  fail, and the report shows how bad the worst case was.
+- A missing output or a shape that differs from the reference fails the
+  output with that reason instead of raising: the report stays complete.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from trtpipe.errors import UserError
+from trtpipe.validate.metrics import OutputMetrics, output_metrics, worst_metrics
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    max_abs: float | None = None
+    max_rel: float | None = None
+    cosine_min: float | None = None
+    psnr_min: float | None = None
+
+    def overridden_by(self, override: "Tolerance") -> "Tolerance":
+        """This tolerance with every bound `override` sets replaced."""
+        values = {f.name: getattr(override, f.name) for f in fields(override)}
+        return replace(self, **{name: value for name, value in values.items() if value is not None})
+
+    @classmethod
+    def from_mapping(cls, values: Mapping, where: str = "the default tolerance") -> "Tolerance":
+        """From config; an unknown key is a user error naming the valid ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise UserError(f"unknown tolerance key(s) {unknown} in {where}", f"use one of {sorted(known)}")
+        return cls(**{key: None if value is None else float(value) for key, value in values.items()})
+
+
+DEFAULT_TOLERANCE = Tolerance(cosine_min=0.999, psnr_min=40.0)
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """The default tolerance and per-output overrides (keyed by output name)."""
+
+    default: Tolerance = DEFAULT_TOLERANCE
+    per_output: Mapping[str, Tolerance] = field(default_factory=dict)
+
+    def for_output(self, name: str) -> Tolerance:
+        return self.default.overridden_by(self.per_output.get(name, Tolerance()))
+
+    @classmethod
+    def from_mapping(cls, default: Mapping | None = None, per_output: Mapping | None = None) -> "Tolerances":
+        """From config: `default` overrides DEFAULT_TOLERANCE field by field; `per_output`
+        maps an output name to its own overrides."""
+        base = DEFAULT_TOLERANCE.overridden_by(Tolerance.from_mapping(default or {}))
+        overrides = {
+            output: Tolerance.from_mapping(values, f"the tolerance of output {output!r}")
+            for output, values in (per_output or {}).items()
+        }
+        return cls(base, overrides)
+
+
+# (metric, tolerance field, True when the metric must stay at or below the bound)
+_BOUNDS = (
+    ("max_abs", "max_abs", True),
+    ("max_rel", "max_rel", True),
+    ("cosine", "cosine_min", False),
+    ("psnr", "psnr_min", False),
+)
+
+
+def judge(metrics: OutputMetrics, tolerance: Tolerance) -> tuple[bool, list[str]]:
+    """(passed, reasons): each reason names the failing metric, its value and the bound."""
+    reasons = []
+    if metrics.nonfinite:
+        reasons.append(
+            f"nonfinite {metrics.nonfinite}: candidate values are inf/NaN where the reference is "
+            "finite (always a failure)"
+        )
+    for metric, bound_name, upper in _BOUNDS:
+        bound, value = getattr(tolerance, bound_name), getattr(metrics, metric)
+        if bound is None or value is None:
+            continue
+        if math.isnan(value) and metrics.nonfinite:
+            continue  # undefined because of the non-finite values already reported
+        if math.isnan(value):
+            reasons.append(f"{metric} is NaN (undefined), {bound_name} is {bound:g}")
+        elif upper and value > bound:
+            reasons.append(f"{metric} {value:.6g} exceeds {bound_name} {bound:g}")
+        elif not upper and value < bound:
+            reasons.append(f"{metric} {value:.6g} is below {bound_name} {bound:g}")
+    return not reasons, reasons
+
+
+@dataclass
+class OutputVerdict:
+    metrics: OutputMetrics | None  # None when the output could not be compared at all
+    passed: bool
+    reasons: list[str]
+
+
+@dataclass
+class CandidateVerdict:
+    name: str
+    passed: bool
+    outputs: dict[str, OutputVerdict]
+    iterations: int
+
+    @property
+    def reasons(self) -> list[str]:
+        return [
+            f"{output}: {reason}" for output, verdict in self.outputs.items() for reason in verdict.reasons
+        ]
+
+    def to_json(self) -> dict:
+        """The `validation.json` candidate entry (metrics per output), plus the failing reasons."""
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "outputs": {
+                output: verdict.metrics.to_json() if verdict.metrics else None
+                for output, verdict in self.outputs.items()
+            },
+            "reasons": self.reasons,
+            "iterations": self.iterations,
+        }
+
+
+def compare_candidate(
+    name: str,
+    reference_runs: list[Mapping[str, np.ndarray]],
+    candidate_runs: list[Mapping[str, np.ndarray]],
+    outputs: list[str],
+    tolerances: Tolerances = Tolerances(),
+) -> CandidateVerdict:
+    """Judge one candidate: iteration i of the candidate against iteration i of the reference."""
+    if len(reference_runs) != len(candidate_runs) or not reference_runs:
+        raise ValueError(f"{len(reference_runs)} reference runs but {len(candidate_runs)} candidate runs")
+    verdicts = {}
+    for output in outputs:
+        tolerance = tolerances.for_output(output)
+        verdicts[output] = _output_verdict(output, reference_runs, candidate_runs, tolerance)
+    passed = all(verdict.passed for verdict in verdicts.values())
+    return CandidateVerdict(name, passed, verdicts, len(reference_runs))
+
+
+def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance) -> OutputVerdict:
+    per_iteration = []
+    for index, (reference, candidate) in enumerate(zip(reference_runs, candidate_runs)):
+        if output not in candidate:
+            return OutputVerdict(None, False, [f"the candidate has no output {output!r}"])
+        ref, cand = np.asarray(reference[output]), np.asarray(candidate[output])
+        if ref.shape != cand.shape:
+            reason = f"shape {list(cand.shape)} differs from the reference's {list(ref.shape)}"
+            return OutputVerdict(None, False, [f"{reason} (iteration {index})"])
+        per_iteration.append(output_metrics(ref, cand))
+    metrics = worst_metrics(per_iteration)
+    passed, reasons = judge(metrics, tolerance)
+    return OutputVerdict(metrics, passed, reasons)

@@ -1,0 +1,248 @@
+"""Sample inputs for validation: generated from `data.inputs.<name>` specs, or read from `data.path`.
+
+Decisions:
+- Generation is seeded per (seed, iteration, input name): each input draws
+  from its own `np.random.RandomState([seed, iteration, crc32(name)])`, so
+  adding or changing one input's spec does not change the values of the
+  others, and the same config gives the same arrays in every run and process.
+  RandomState, not a `Generator`, because NumPy freezes its stream across
+  releases (NEP 19), as the built-in models' weights rely on too; the inputs
+  feed cached stages, so they must not change with a NumPy upgrade.
+- The model's declared element type decides the dtype of the array. A spec's
+  `dtype` must be of the same kind (integer/bool vs float): a different width
+  (float16 for a float32 input) is converted with a logged note, a different
+  kind is a user error.
+- Integer and bool inputs are token ids, masks, indices: random floats or the
+  range [-1, 1] would be meaningless (and out of range for a Gather), so an
+  integer input without a spec is a user error naming `data.inputs.<name>`.
+  A float input without a spec gets uniform [0, 1) and a logged note.
+  Integers are drawn from [low, high) (`high` exclusive, NumPy's convention).
+- Dynamic dimensions have no size to draw: the spec must give the full
+  `shape`, which must agree with every static dimension.
+- Loaded inputs (`.npz`: one iteration keyed by input name; Polygraphy JSON:
+  a list of feed dicts, as `polygraphy run --save-inputs` writes them, or one
+  dict) are checked against the model when it is given: every input present,
+  no unknown names, exact dtype, static dimensions equal. A file is data the
+  user controls, so nothing is converted silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import zipfile
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from trtpipe.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FLOAT_RANGE = (0.0, 1.0)
+
+
+def model_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The graph inputs that must be fed (initializers listed as inputs by old exporters are not)."""
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    return [value for value in model.graph.input if value.name not in initializers]
+
+
+def generate_inputs(
+    model: onnx.ModelProto, specs: Mapping[str, Mapping], seed: int, iterations: int
+) -> list[dict[str, np.ndarray]]:
+    """`iterations` feed dicts drawn as the module docstring describes."""
+    if not 0 <= int(seed) < 2**32:
+        raise UserError(f"data.seed {seed} is out of range", "use an integer in [0, 2**32)")
+    if iterations < 1:
+        raise UserError(f"{iterations} validation iterations requested", "use at least 1 iteration")
+    inputs = model_inputs(model)
+    unknown = sorted(set(specs) - {value.name for value in inputs})
+    if unknown:
+        raise UserError(
+            f"data.inputs names {unknown}, which are not inputs of the model "
+            f"(its inputs: {[value.name for value in inputs]})",
+            "rename or remove those entries",
+        )
+    plans = [_draw_plan(value, specs.get(value.name)) for value in inputs]
+    return [
+        {name: draw(_stream(seed, iteration, name)) for name, draw in plans}
+        for iteration in range(iterations)
+    ]
+
+
+def _stream(seed: int, iteration: int, name: str) -> np.random.RandomState:
+    return np.random.RandomState([int(seed), iteration, zlib.crc32(name.encode())])
+
+
+def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
+    """(name, function drawing the array from a RandomState) for one graph input."""
+    name, dtype = value.name, _declared_dtype(value)
+    shape = _shape(value, spec)
+    if spec is None:
+        if dtype.kind != "f":
+            raise UserError(
+                f"model input {name!r} is {dtype} and has no sample-value spec; random values of an "
+                "integer input (ids, masks, indices) would be meaningless",
+                f"set data.inputs.{name} to {{low: ..., high: ..., dtype: {dtype}}} (high exclusive) "
+                "or give data.path",
+            )
+        logger.info("input %s: no data.inputs.%s spec, drawing uniform [0, 1)", name, name)
+        spec = {"low": DEFAULT_FLOAT_RANGE[0], "high": DEFAULT_FLOAT_RANGE[1]}
+    low, high = _range(name, dtype, spec)
+    _check_spec_dtype(name, dtype, spec)
+    if dtype.kind == "f":
+        return name, lambda rng: rng.uniform(low, high, size=shape).astype(dtype)
+    return name, lambda rng: rng.randint(int(low), int(high), size=shape, dtype=np.int64).astype(dtype)
+
+
+def _declared_dtype(value: onnx.ValueInfoProto) -> np.dtype:
+    elem_type = value.type.tensor_type.elem_type if value.type.HasField("tensor_type") else 0
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        raise UserError(
+            f"model input {value.name!r} has type {value.type!r}, which cannot be generated",
+            "provide the inputs in a file with data.path",
+        ) from None
+
+
+def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
+    name = value.name
+    tensor_type = value.type.tensor_type
+    declared = (
+        [dim.dim_value if dim.HasField("dim_value") else None for dim in tensor_type.shape.dim]
+        if tensor_type.HasField("shape") else None
+    )
+    requested = None if spec is None else spec.get("shape")
+    if requested is None:
+        if declared is None or None in declared:
+            shown = "unknown" if declared is None else ["?" if d is None else d for d in declared]
+            raise UserError(
+                f"model input {name!r} has dynamic dimensions (shape {shown}), so there is no size to draw",
+                f"set data.inputs.{name}.shape to a full shape, e.g. [1, 128]",
+            )
+        return declared
+    requested = [int(d) for d in requested]
+    if declared is not None and (
+        len(declared) != len(requested) or any(d is not None and d != r for d, r in zip(declared, requested))
+    ):
+        raise UserError(
+            f"data.inputs.{name}.shape {requested} does not fit the model's shape "
+            f"{['?' if d is None else d for d in declared]}",
+            "give a shape that keeps every static dimension",
+        )
+    return requested
+
+
+def _range(name: str, dtype: np.dtype, spec: Mapping) -> tuple[float, float]:
+    if dtype.kind == "b":
+        low, high = spec.get("low", 0), spec.get("high", 2)
+    elif "low" not in spec or "high" not in spec:
+        raise UserError(
+            f"data.inputs.{name} needs both low and high", f"set data.inputs.{name}.low and .high"
+        )
+    else:
+        low, high = spec["low"], spec["high"]
+    if not high > low:
+        raise UserError(
+            f"data.inputs.{name} has low {low} >= high {high}",
+            "make high larger than low (high is exclusive for integers)",
+        )
+    return low, high
+
+
+def _check_spec_dtype(name: str, dtype: np.dtype, spec: Mapping) -> None:
+    if spec.get("dtype") is None:
+        return
+    try:
+        requested = np.dtype(str(spec["dtype"]))
+    except TypeError:
+        raise UserError(f"data.inputs.{name}.dtype {spec['dtype']!r} is not a NumPy dtype",
+                        f"use the model's type, {dtype}") from None
+    if _kind(requested) != _kind(dtype):
+        raise UserError(
+            f"data.inputs.{name}.dtype is {requested} but the model input is {dtype}",
+            f"set data.inputs.{name}.dtype to {dtype}",
+        )
+    if requested != dtype:
+        logger.info("input %s: spec dtype %s, model input is %s; values are generated as %s",
+                    name, requested, dtype, dtype)
+
+
+def _kind(dtype: np.dtype) -> str:
+    return "float" if dtype.kind == "f" else "integer"
+
+
+def load_inputs(path: Path, model: onnx.ModelProto | None = None) -> list[dict[str, np.ndarray]]:
+    """Feed dicts from `.npz` or Polygraphy JSON, checked against `model` when given."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"data.path {path} does not exist or is not a file", "check data.path")
+    if path.suffix == ".npz":
+        iterations = [_read_npz(path)]
+    elif path.suffix == ".json":
+        iterations = _read_polygraphy_json(path)
+    else:
+        raise UserError(
+            f"data.path {path} is neither .npz nor .json",
+            "save inputs with numpy.savez (keys = input names) or polygraphy run --save-inputs",
+        )
+    if model is not None:
+        for index, feeds in enumerate(iterations):
+            _check_feeds(feeds, model, f"{path} (iteration {index})")
+    return iterations
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
+        raise UserError(f"data.path {path} is not a readable .npz file ({error})",
+                        "write it with numpy.savez") from None
+
+
+def _read_polygraphy_json(path: Path) -> list[dict[str, np.ndarray]]:
+    from polygraphy.json import load_json
+
+    try:
+        loaded = load_json(str(path))
+    except Exception as error:  # JSONDecodeError, Polygraphy's decoding errors
+        raise UserError(f"data.path {path} is not a Polygraphy JSON inputs file ({error})",
+                        "write it with polygraphy run --save-inputs") from None
+    iterations = [loaded] if isinstance(loaded, Mapping) else loaded
+    if (not isinstance(iterations, list) or not iterations
+            or not all(isinstance(f, Mapping) and all(isinstance(a, np.ndarray) for a in f.values())
+                       for f in iterations)):
+        raise UserError(f"data.path {path} does not hold a list of {{input name: array}} dicts",
+                        "write it with polygraphy run --save-inputs")
+    return [dict(feeds) for feeds in iterations]
+
+
+def _check_feeds(feeds: dict[str, np.ndarray], model: onnx.ModelProto, where: str) -> None:
+    declared = {value.name: value for value in model_inputs(model)}
+    missing = sorted(set(declared) - set(feeds))
+    if missing:
+        raise UserError(f"{where} has no values for model inputs {missing}", "add them to the file")
+    unknown = sorted(set(feeds) - set(declared))
+    if unknown:
+        raise UserError(f"{where} has arrays {unknown} that are not model inputs ({sorted(declared)})",
+                        "rename or remove them")
+    for name, value in declared.items():
+        array, dtype = feeds[name], _declared_dtype(value)
+        if array.dtype != dtype:
+            raise UserError(f"input {name!r} in {where} is {array.dtype}, the model expects {dtype}",
+                            f"save it as {dtype}")
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+        if value.type.tensor_type.HasField("shape") and (
+            len(dims) != array.ndim or any(d is not None and d != s for d, s in zip(dims, array.shape))
+        ):
+            raise UserError(
+                f"input {name!r} in {where} has shape {list(array.shape)}, the model expects "
+                f"{['?' if d is None else d for d in dims]}",
+                "save arrays of the model's input shape",
+            )

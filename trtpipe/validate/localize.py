@@ -1,0 +1,212 @@
+"""Localisation: the first node of a failing candidate whose output goes wrong.
+
+Two halves, like the rest of `validate`: `localize` runs the FP32 reference
+and the emulated candidate with every float intermediate exposed, on the same
+inputs; `localize_results` judges those results tensor by tensor.
+
+Decisions:
+- Tensors are matched by *name*. The emulated graph keeps the candidate's
+  tensor names, and the passes that make a candidate (precision, opset
+  upgrade) keep the names of the tensors they do not remove. Node names are
+  not used for matching, because a candidate built from another graph may
+  name its nodes differently. Candidate tensors without a counterpart (Casts
+  the precision stage inserted, outputs of fused nodes) are listed as
+  `unmatched` and not judged; every name reported is a candidate ONNX node name.
+- Order: a stable topological order of the candidate graph, which is its file
+  order whenever that is already topological (ONNX requires it).
+- A tensor fails when the candidate is non-finite where the reference is
+  finite, or when max|candidate - reference| exceeds `threshold` (default 1%)
+  of the reference's scale max|reference| (floored at SCALE_FLOOR so an
+  all-zero tensor does not divide by zero). One FP16 rounding is 0.05% of
+  scale at most, so 1% leaves room for accumulated rounding and flags real
+  damage: overflow, collapsed normalisation, lost small terms.
+- Outputs of nodes without inputs (`Constant`, the exporter's way of writing
+  an initializer) fail only when non-finite (the FP32-min mask constant that
+  became -inf), not on their rounding error: like an initializer, a constant
+  is a fixed perturbation whose effect is judged at the op that consumes it
+  (an eps of 1e-6 is 1.3% off in FP16 and harmless when added to a variance).
+- `first` is the first failing tensor in that order. Several independent
+  problems can exist (the naive transformer has an overflowing LayerNorm *and*
+  an FP32-min mask that became -inf), and which of them a topological order
+  visits first is arbitrary, so `origins` also lists every failure none of
+  whose inputs failed: each is a place where error enters the graph rather
+  than a place it merely flows through. A failure is traced through
+  unmatched tensors (a failing input of an inserted Cast taints its output).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import onnx
+
+from trtpipe.validate.emulator import EmulatedRunner
+from trtpipe.validate.metrics import json_float
+from trtpipe.validate.reference import ReferenceRunner
+
+DEFAULT_THRESHOLD = 1e-2
+SCALE_FLOOR = 1e-6
+# Largest finite values, to explain a non-finite tensor as an overflow.
+LARGEST_VALUE = {"fp16": 65504.0, "bf16": 3.3895313892515355e38}
+
+
+@dataclass
+class TensorError:
+    """One compared tensor: what the reference holds and how far the candidate is from it."""
+
+    node: str
+    op_type: str
+    tensor: str
+    precision: str
+    ref_max_abs: float
+    cand_max_abs_error: float
+    cand_nonfinite: int
+    relative_error: float
+    failed: bool
+
+    def to_json(self) -> dict:
+        fields = asdict(self)
+        return {key: json_float(value) if isinstance(value, float) else value for key, value in fields.items()}
+
+
+@dataclass
+class Localization:
+    # {node, op_type, tensor, precision, ref_max_abs, cand_max_abs_error, cand_nonfinite, reason}
+    first: dict | None
+    origins: list[dict]  # same fields, every failure whose inputs did not fail
+    tensors: list[TensorError]  # every compared tensor, topological order (for a plot)
+    unmatched: list[str]  # candidate tensors without a reference counterpart
+    threshold: float
+
+    def to_json(self) -> dict:
+        return {
+            "first": self.first,
+            "origins": self.origins,
+            "threshold": self.threshold,
+            "nodes": [entry.to_json() for entry in self.tensors],
+            "unmatched": self.unmatched,
+        }
+
+
+def localize(
+    reference_model: onnx.ModelProto,
+    candidate_model: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Localization:
+    """Run both models with intermediates exposed on `feeds` and localise the first failure."""
+    reference = ReferenceRunner(reference_model, expose_intermediates=True).run(feeds)
+    emulated = EmulatedRunner(candidate_model, expose_intermediates=True)
+    candidate = emulated.run(feeds)
+    return localize_results(reference, candidate, candidate_model, emulated.precisions, threshold=threshold)
+
+
+def localize_results(
+    reference: dict[str, np.ndarray],
+    candidate: dict[str, np.ndarray],
+    candidate_model: onnx.ModelProto,
+    precisions: dict[str, str],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Localization:
+    """Judge exposed intermediates tensor by tensor, in topological order of `candidate_model`."""
+    tainted: set[str] = set()
+    tensors, unmatched, origins = [], [], []
+    for index, node in topological_order(candidate_model.graph):
+        inputs_failed = any(name in tainted for name in node.input)
+        for name in node.output:
+            if name not in candidate or not _is_float(candidate[name]):
+                continue
+            counterpart = reference.get(name)
+            comparable = (
+                counterpart is not None and _is_float(counterpart)
+                and np.shape(counterpart) == np.shape(candidate[name])
+            )
+            if not comparable:
+                unmatched.append(name)
+                if inputs_failed:
+                    tainted.add(name)
+                continue
+            entry = _tensor_error(node, index, name, reference[name], candidate[name], precisions, threshold)
+            tensors.append(entry)
+            if entry.failed:
+                tainted.add(name)
+                if not inputs_failed:
+                    origins.append(_finding(entry, threshold))
+    first = next((_finding(entry, threshold) for entry in tensors if entry.failed), None)
+    return Localization(first, origins, tensors, unmatched, threshold)
+
+
+def topological_order(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
+    """(file index, node) in a topological order that keeps file order wherever it can."""
+    producer = {out: index for index, node in enumerate(graph.node) for out in node.output if out}
+    waiting_on = [{producer[name] for name in node.input if name in producer} - {index}
+                  for index, node in enumerate(graph.node)]
+    consumers: dict[int, list[int]] = {}
+    for index, needed in enumerate(waiting_on):
+        for source in needed:
+            consumers.setdefault(source, []).append(index)
+    ready = [index for index, needed in enumerate(waiting_on) if not needed]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append((index, graph.node[index]))
+        for consumer in consumers.get(index, []):
+            waiting_on[consumer].discard(index)
+            if not waiting_on[consumer]:
+                heapq.heappush(ready, consumer)
+    if len(order) != len(graph.node):
+        raise ValueError("the candidate graph has a cycle; it cannot be ordered topologically")
+    return order
+
+
+def _is_float(array) -> bool:
+    return np.asarray(array).dtype.kind == "f"
+
+
+def _tensor_error(node, index, name, reference, candidate, precisions, threshold) -> TensorError:
+    ref = np.asarray(reference, dtype=np.float64)
+    cand = np.asarray(candidate, dtype=np.float64)
+    target = np.isfinite(ref)
+    broken = target & ~np.isfinite(cand)
+    nonfinite = int(broken.sum())
+    scale = float(np.abs(ref[target]).max()) if target.any() else 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(cand[target] - ref[target])
+    max_error = float("inf") if nonfinite else (float(error.max()) if error.size else 0.0)
+    relative = max_error / max(scale, SCALE_FLOOR)
+    return TensorError(
+        node=node.name or f"<unnamed {node.op_type} #{index}>",
+        op_type=node.op_type,
+        tensor=name,
+        precision=precisions.get(name, "unknown"),
+        ref_max_abs=scale,
+        cand_max_abs_error=max_error,
+        cand_nonfinite=nonfinite,
+        relative_error=relative,
+        failed=nonfinite > 0 or (relative > threshold and len(node.input) > 0),
+    )
+
+
+def _finding(entry: TensorError, threshold: float) -> dict:
+    found = {key: value for key, value in entry.to_json().items() if key not in ("failed", "relative_error")}
+    found["reason"] = _reason(entry, threshold)
+    return found
+
+
+def _reason(entry: TensorError, threshold: float) -> str:
+    if entry.cand_nonfinite:
+        text = (f"{entry.cand_nonfinite} non-finite values in {entry.precision} tensor {entry.tensor} "
+                "where the reference is finite")
+        largest = LARGEST_VALUE.get(entry.precision)
+        if largest is not None and entry.ref_max_abs > largest:
+            text += (f"; the reference reaches {entry.ref_max_abs:.4g}, above the largest "
+                     f"{entry.precision} value {largest:.6g} (overflow)")
+        return text
+    return (f"max error {entry.cand_max_abs_error:.4g} is {entry.relative_error:.2%} of the reference's "
+            f"max |x| {entry.ref_max_abs:.4g} in {entry.precision} tensor {entry.tensor} "
+            f"(threshold {threshold:.2%})")

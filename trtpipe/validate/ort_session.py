@@ -1,0 +1,112 @@
+"""One ONNX Runtime session on the CPU, run exactly as the graph is written.
+
+Shared by `ReferenceRunner` and `EmulatedRunner`, so both run under the same
+rules:
+
+- `GraphOptimizationLevel.ORT_DISABLE_ALL`: ONNX Runtime's fusions (LayerNorm,
+  GELU, MatMul+Add, Cast elimination) would compute across the emulator's
+  rounding points and hide the very overflow it exists to show; the reference
+  is run the same way so that both sides compute op by op, and so that
+  exposing intermediates as outputs cannot change which fusions happen.
+- `CPUExecutionProvider` only: the result must not depend on which providers
+  happen to be installed.
+- Extra outputs are added to a copy of the model as untyped outputs (ONNX
+  Runtime infers their types), never to the caller's model.
+- Feeds: a float array whose float type differs from the input's declared
+  type is converted (`astype`, round to nearest even), so the same sample
+  inputs drive an FP32 reference and a candidate with FP16 inputs; that is
+  what a user feeding the engine FP16 would do. Other mismatches and missing
+  or unknown inputs are user errors naming the input.
+- Models over protobuf's 2 GiB limit are written to a temporary directory
+  (external data) that lives as long as the session.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from trtpipe.errors import UserError
+from trtpipe.graph.onnx_io import PROTOBUF_LIMIT_BYTES, save_model
+
+logger = logging.getLogger(__name__)
+
+
+def with_extra_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """A copy of `model` whose graph also outputs `names` (existing outputs first, no duplicates)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    present = {value.name for value in copy.graph.output}
+    for name in names:
+        if name not in present:
+            copy.graph.output.append(onnx.ValueInfoProto(name=name))
+            present.add(name)
+    return copy
+
+
+class OrtSession:
+    """A CPU session with optimisations off; `run` returns every output by name."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3  # errors only: ORT's warnings would flood the stage log
+        self._tmp = None
+        if model.ByteSize() <= PROTOBUF_LIMIT_BYTES:
+            source = model.SerializeToString()
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="trtpipe_validate_")
+            source = str(Path(self._tmp.name) / "model.onnx")
+            save_model(model, Path(source), external_threshold_bytes=0)
+        self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        self.output_names = [output.name for output in self.session.get_outputs()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        arrays = self.session.run(None, self._prepared(feeds))
+        return dict(zip(self.output_names, arrays))
+
+    def _prepared(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        expected = {value.name: value for value in self.session.get_inputs()}
+        unknown = sorted(set(feeds) - set(expected))
+        if unknown:
+            raise UserError(
+                f"sample inputs {unknown} are not inputs of the model (its inputs: {sorted(expected)})",
+                "rename or remove them in data.inputs / data.path",
+            )
+        missing = sorted(set(expected) - set(feeds))
+        if missing:
+            raise UserError(
+                f"no sample values for model inputs {missing}",
+                f"set data.inputs.{missing[0]} or include it in data.path",
+            )
+        prepared = {}
+        for name, value in feeds.items():
+            array = np.asarray(value)
+            declared = _numpy_dtype(expected[name].type)
+            if declared is None or array.dtype == declared:
+                prepared[name] = array
+            elif array.dtype.kind == "f" and declared.kind == "f":
+                logger.debug("input %s: %s values converted to the model's %s", name, array.dtype, declared)
+                prepared[name] = array.astype(declared)
+            else:
+                raise UserError(
+                    f"sample input {name!r} is {array.dtype} but the model expects {declared}",
+                    f"give {name} as {declared} (data.inputs.{name}.dtype or the arrays in data.path)",
+                )
+        return prepared
+
+
+def _numpy_dtype(ort_type: str) -> np.dtype | None:
+    """`tensor(int64)` -> int64; None where NumPy has no such type (bfloat16) or it is not a tensor."""
+    if not (ort_type.startswith("tensor(") and ort_type.endswith(")")):
+        return None
+    try:
+        elem_type = onnx.TensorProto.DataType.Value(ort_type[len("tensor("):-1].upper())
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (ValueError, KeyError, TypeError):
+        return None

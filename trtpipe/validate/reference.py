@@ -1,0 +1,44 @@
+"""`ReferenceRunner`: the FP32 model in ONNX Runtime, the yardstick every candidate is measured by.
+
+Same interface as `EmulatedRunner`: `run(feeds)` returns the graph outputs by
+name and, with `expose_intermediates=True`, every float node output of the
+main graph (for localisation). Exposing works on a copy of the model with the
+value_info entries of the newly exposed tensors stripped (a graph output
+carries its own type; a stale duplicate would contradict it); the caller's
+model is never changed. The session computes op by op, like the emulation
+(see `ort_session.py`), so differences between the two are differences of
+precision, not of ONNX Runtime's fusions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from trtpipe.graph.value_info import strip_value_info
+from trtpipe.validate.ort_session import OrtSession, with_extra_outputs
+from trtpipe.validate.rounding import precision_name
+from trtpipe.validate.tensor_types import infer_tensor_types, is_float_tensor
+
+
+class ReferenceRunner:
+    """Runs `model` as it is (normally the FP32 model) on the CPU."""
+
+    def __init__(self, model: onnx.ModelProto, *, expose_intermediates: bool = False) -> None:
+        graph = model.graph
+        self.graph_outputs = [value.name for value in graph.output]
+        self.producers = {out: (node.name, node.op_type) for node in graph.node for out in node.output if out}
+        runnable = model
+        self.precisions: dict[str, str] = {}
+        if expose_intermediates:
+            types = infer_tensor_types(model)
+            self.precisions = {name: precision_name(t) for name, t in types.types.items()}
+            float_tensors = [
+                out for node in graph.node for out in node.output if out and is_float_tensor(types, out)
+            ]
+            runnable = with_extra_outputs(model, float_tensors)
+            strip_value_info(runnable)
+        self._session = OrtSession(runnable)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._session.run(feeds)
