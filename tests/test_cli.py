@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from tests.cli_helpers import cache_entries, run_trtpipe
 
-STAGES = ["sanitize", "upgrade_opset", "precision"]
+STAGES = ["sanitize", "upgrade_opset", "precision", "validate"]
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +30,14 @@ def test_recipe_runs_on_builtin_model_and_writes_manifest(first_and_second_run):
     manifest = first.manifest
     assert manifest["status"] == "ok"
     assert [s["name"] for s in manifest["stages"]] == STAGES
-    assert first.statuses() == {"sanitize": "ran", "upgrade_opset": "ran", "precision": "ran"}
+    assert first.statuses() == {name: "ran" for name in STAGES}
     for stage in manifest["stages"]:
         assert len(stage["key"]) == 64 and stage["seconds"] >= 0
-        assert set(stage["inputs"]) == {"model"}
-        output = stage["outputs"]["model"]
-        assert (first.run_dir / output["path"]).is_file()
-    assert (first.run_dir / manifest["stages"][-1]["outputs"]["plan"]["path"]).is_file()
+        assert "model" in stage["inputs"]
+        for output in stage["outputs"].values():
+            assert (first.run_dir / output["path"]).is_file() and len(output["sha256"]) == 64
+    kinds = {kind for stage in manifest["stages"] for kind in stage["outputs"]}
+    assert {"model", "plan", "report"} <= kinds
     assert manifest["source"]["builtin"] == "transformer"
     assert manifest["tools"]["onnx"] == onnx.__version__
     assert manifest["config"]["model"]["builtin"] == "transformer"
@@ -65,7 +66,7 @@ def test_changed_config_reruns_only_that_stage_and_says_why(first_and_second_run
     workdir, _, _ = first_and_second_run
     third = run_trtpipe(workdir, "+recipe=transformer_fp16", "upgrade_opset.fuse_layernorm=false", run_name="third")
     assert third.code == 0, third.stderr
-    assert third.statuses() == {"sanitize": "cached", "upgrade_opset": "ran", "precision": "ran"}
+    assert third.statuses() == {"sanitize": "cached", "upgrade_opset": "ran", "precision": "ran", "validate": "ran"}
     assert "config.fuse_layernorm changed true -> false" in third.stdout
 
 
@@ -115,7 +116,8 @@ def test_failed_stage_skips_the_rest_and_exits_non_zero(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "broken.onnx"))
     result = run_trtpipe(tmp_path, "model.path=broken.onnx")
     assert result.code in (1, 2), result.stdout + result.stderr
-    assert result.statuses() == {"sanitize": "failed", "upgrade_opset": "skipped", "precision": "skipped"}
+    assert result.statuses() == {"sanitize": "failed", "upgrade_opset": "skipped", "precision": "skipped",
+                                 "validate": "skipped"}
     assert result.manifest["status"] == "failed"
     assert result.manifest["stages"][0]["error"]
     assert "Traceback" not in result.stdout + result.stderr

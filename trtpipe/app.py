@@ -10,7 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from trtpipe.config.check import check_config
-from trtpipe.errors import EXIT_OK, UserError
+from trtpipe.errors import EXIT_FAILED, EXIT_OK, UserError
 from trtpipe.runner.pipeline import run_pipeline
 
 log = logging.getLogger("trtpipe")
@@ -34,6 +34,13 @@ def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: 
             log.error("trtpipe: error: %s", error)
         remove_hydra_leftovers(run_dir)
         return error.exit_code
+    except Exception as error:  # a defect in trtpipe: one line on the console, the traceback in the log
+        if debug_enabled(cfg):
+            raise
+        log.debug("unexpected error", exc_info=True)
+        log.error("trtpipe: internal error: %s: %s (traceback in %s; debug=true prints it)",
+                  type(error).__name__, error, run_dir / "trtpipe.log")
+        return EXIT_FAILED
     verdict = "ok" if result.exit_code == EXIT_OK else f"FAILED (exit {result.exit_code})"
     log.info("trtpipe: %s; manifest: %s", verdict, run_dir / "manifest.json")
     return result.exit_code

@@ -99,13 +99,39 @@ class PrecisionConfig:
 
 
 @dataclass
+class ToleranceConfig:
+    # Each bound is judged only when set. Non-finite candidate values always fail.
+    max_abs: Optional[float] = None
+    max_rel: Optional[float] = None
+    cosine_min: Optional[float] = 0.999
+    # Image (4-D) outputs only.
+    psnr_min: Optional[float] = 40.0
+
+
+@dataclass
+class ValidateConfig:
+    # emulated: the mixed-precision ONNX with every FP16 tensor truly rounded;
+    # tensorrt: the built engine (when the build stage produced one).
+    candidates: List[str] = field(default_factory=lambda: ["emulated"])
+    tolerance: ToleranceConfig = field(default_factory=ToleranceConfig)
+    # Per-output overrides: output name -> {max_abs, max_rel, cosine_min, psnr_min}.
+    # Typed Any so a whole override can be given on the command line (like precision.rules).
+    outputs: Dict[str, Any] = field(default_factory=dict)
+    # On failure, name the first node (topological order) whose output exceeds this
+    # relative error (or goes non-finite).
+    localize: bool = True
+    localize_threshold: float = 0.01
+
+
+@dataclass
 class TrtpipeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    stages: List[str] = field(default_factory=lambda: ["sanitize", "upgrade_opset", "precision"])
+    stages: List[str] = field(default_factory=lambda: ["sanitize", "upgrade_opset", "precision", "validate"])
     cache: CacheConfig = field(default_factory=CacheConfig)
     sanitize: SanitizeConfig = field(default_factory=SanitizeConfig)
     upgrade_opset: UpgradeOpsetConfig = field(default_factory=UpgradeOpsetConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    validate: ValidateConfig = field(default_factory=ValidateConfig)
     data: DataConfig = field(default_factory=DataConfig)
     # Print full tracebacks for errors (also enabled by TRTPIPE_DEBUG=1).
     debug: bool = False

@@ -82,13 +82,15 @@ class ArtifactCache:
             (self.root / sub).mkdir(exist_ok=True)
         self._remove_stale_tmp()
 
-    def get_or_compute(self, stage: str, material: dict, compute: Compute) -> CacheResult:
+    def get_or_compute(self, stage: str, material: dict, compute: Compute,
+                       required: tuple[str, ...] = ()) -> CacheResult:
+        """`required`: output kinds an entry must have to be trusted."""
         key = cache_key(material)
-        entry, problem = self._load(stage, key)
+        entry, problem = self._load(stage, key, required)
         if entry is not None:
             return CacheResult(entry, "cached", None)
         with self._lock(stage, key):
-            entry, problem = self._load(stage, key)  # another process may have finished it
+            entry, problem = self._load(stage, key, required)  # another process may have finished it
             if entry is not None:
                 return CacheResult(entry, "cached", None)
             if problem:
@@ -102,7 +104,7 @@ class ArtifactCache:
     def _entry_dir(self, stage: str, key: str) -> Path:
         return self.root / "entries" / stage / key
 
-    def _load(self, stage: str, key: str) -> tuple[CacheEntry | None, str | None]:
+    def _load(self, stage: str, key: str, required: tuple[str, ...] = ()) -> tuple[CacheEntry | None, str | None]:
         directory = self._entry_dir(stage, key)
         if not directory.exists():
             return None, None
@@ -121,6 +123,9 @@ class ArtifactCache:
         outputs = record.get("outputs", {})
         if any(value.get("file") not in record.get("files", {}) for value in outputs.values()):
             return None, "an output is not among the recorded files"
+        missing = [kind for kind in required if kind not in outputs]
+        if missing:
+            return None, f"it lacks the output(s) {missing} the stage declares"
         return CacheEntry(directory, record), None
 
     def _build(self, stage: str, key: str, material: dict, compute: Compute) -> CacheEntry:

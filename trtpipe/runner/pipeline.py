@@ -110,10 +110,11 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
         outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
         return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
                 "details": outcome.details, "console_file": outcome.console_file, "stop": outcome.stop,
+                "failed": outcome.failed,
                 "trtpipe": __version__}
 
     try:
-        result = cache.get_or_compute(stage.name, material, compute)
+        result = cache.get_or_compute(stage.name, material, compute, required=stage.produces)
     except TrtpipeError as error:
         record.seconds = round(time.perf_counter() - started, 3)
         record.error = str(error)
@@ -138,6 +139,10 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
     log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, record.summary, why)
     if entry.record.get("console_file"):
         log.info("%s", (entry.directory / entry.record["console_file"]).read_text().rstrip())
+    if entry.record.get("failed"):
+        record.status, record.error = "failed", entry.record["failed"]
+        log.error("  %-15s failed  %s", stage.name, record.error)
+        return record, StageFailed(record.error), False
     return record, None, bool(entry.record.get("stop"))
 
 

@@ -7,8 +7,9 @@ from trtpipe.stages.base import Stage
 from trtpipe.stages.precision import PlanPrecision
 from trtpipe.stages.sanitize import SanitizeModel
 from trtpipe.stages.upgrade_opset import UpgradeOpset
+from trtpipe.stages.validate import ValidateAccuracy
 
-STAGES: dict[str, type[Stage]] = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset, PlanPrecision)}
+STAGES: dict[str, type[Stage]] = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset, PlanPrecision, ValidateAccuracy)}
 
 
 def stage_class(name: str) -> type[Stage]:

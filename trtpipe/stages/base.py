@@ -31,6 +31,9 @@ class StageOutcome:
     console_file: str | None = None
     # True when the pipeline should stop after this stage (e.g. precision.list_only).
     stop: bool = False
+    # Set when the stage ran to completion but its verdict is a failure (validation):
+    # the outputs are cached and published, and the run exits 1 with this message.
+    failed: str | None = None
 
 
 class Stage:

@@ -10,9 +10,11 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class SanitizeModel(Stage):
     name = "sanitize"
-    version = "1"
+    version = "2"  # 2: also produces `reference`
     consumes = ("model",)
-    produces = ("model",)
+    # `reference`: the same file, kept by kind so validate compares against the sanitized
+    # model even after later stages replace `model`.
+    produces = ("model", "reference")
     tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "polygraphy", "numpy", "protobuf")
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
@@ -21,7 +23,7 @@ class SanitizeModel(Stage):
         report = sanitize_model(inputs["model"], out_dir / "model.onnx", **config)
         before, after = report.get("nodes_before"), report.get("nodes_after")
         return StageOutcome(
-            outputs={"model": "model.onnx"},
+            outputs={"model": "model.onnx", "reference": "model.onnx"},
             summary=f"{before} -> {after} nodes, {report.get('nodes_folded', 0)} folded",
             details=report,
         )

@@ -1,0 +1,58 @@
+"""Validation from the command line: the naive recipe is rejected with the culprit named,
+the protective recipes pass, and validation.json follows the contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_helpers import run_trtpipe
+
+
+def report_of(run) -> dict:
+    stage = next(s for s in run.manifest["stages"] if s["name"] == "validate")
+    return json.loads((run.run_dir / stage["outputs"]["report"]["path"]).read_text())
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("validate")
+
+
+@pytest.mark.parametrize("model, culprit", [
+    ("transformer", "/embeddings/LayerNorm/Pow"),
+    ("nafnet", "/encoders.0/encoders.0.0/norm1/Pow"),
+])
+def test_naive_fp16_is_rejected_and_the_first_bad_node_named(workdir, model, culprit):
+    run = run_trtpipe(workdir, "+recipe=naive_fp16", f"model.builtin={model}", run_name=f"naive-{model}")
+    assert run.code == 1, run.stdout + run.stderr
+    assert run.statuses()["validate"] == "failed"
+    report = report_of(run)
+    assert report["passed"] is False and report["candidates"][0]["passed"] is False
+    first = report["localization"]["first"]
+    assert first["node"] == culprit and first["op_type"] == "Pow"
+    assert first["cand_nonfinite"] > 0  # FP16 overflow: inf where the reference is finite
+    assert culprit in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("recipe", ["transformer_fp16", "nafnet_fp16", "mixed_precision", "fp32"])
+def test_protective_recipes_pass_validation(workdir, recipe):
+    run = run_trtpipe(workdir, f"+recipe={recipe}", run_name=recipe)
+    assert run.code == 0, run.stdout + run.stderr
+    report = report_of(run)
+    assert report["passed"] is True
+    candidate = report["candidates"][0]
+    assert candidate["name"] == "emulated" and candidate["passed"]
+    for metrics in candidate["outputs"].values():
+        assert {"max_abs", "mean_abs", "max_rel", "cosine", "psnr", "nonfinite"} <= set(metrics)
+        assert metrics["nonfinite"] == 0
+    if recipe == "nafnet_fp16":
+        assert candidate["outputs"]["restored"]["psnr"] >= 40
+
+
+def test_failed_validation_is_cached_and_still_fails(workdir):
+    again = run_trtpipe(workdir, "+recipe=naive_fp16", "model.builtin=nafnet", run_name="naive-again")
+    assert again.code == 1
+    assert again.statuses()["validate"] == "failed"
+    assert again.manifest["stages"][-1]["key"]  # the verdict came from the cache entry

@@ -1,0 +1,169 @@
+"""One trial of the accuracy search: materialise a plan, run it on the FP16 emulator, judge it.
+
+`TrialRunner` holds what every trial shares (the FP32 reference results, the
+tolerances, the plan of the nodes the search does not touch) and evaluates a
+set of searched nodes kept FP32. It produces results and a verdict through the
+validate library, so a trial passes exactly when the validate stage would pass
+the same plan.
+
+Decisions:
+- The reference is the FP32 input model under `ReferenceRunner`, run once; a
+  trial is a materialise + one emulated run per sample input (~0.05 s on the
+  built-in models).
+- Trials are cached by their FP32 set: the search may reach the same plan by
+  two paths (bisection re-testing the all-low plan) and never pays twice.
+- `worst` names the output and metric closest to (or furthest beyond) its
+  bound, as a ratio to the bound where > 1 fails: value/bound for max_abs and
+  max_rel, (1 - cosine)/(1 - cosine_min), and for PSNR the ratio of the MSE to
+  the MSE the bound allows, 10**((psnr_min - psnr)/10). The ratio makes
+  different metrics comparable, so one number says how close a trial came.
+- Localisation (which node's output goes wrong first) runs on demand, on every
+  sample input, with the reference's intermediates computed once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import onnx
+
+from trtpipe.precision.materialize import materialize
+from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
+from trtpipe.validate.emulator import EmulatedRunner
+from trtpipe.validate.localize import Localization, localize_results
+from trtpipe.validate.metrics import json_float
+from trtpipe.validate.reference import ReferenceRunner
+
+
+@dataclass
+class Trial:
+    """One line of the trial log."""
+
+    trial: int
+    step: str  # "automatic plan", "all low precision", "grow", "shrink"
+    fp32_count: int  # nodes computing in FP32 in this trial's plan (searched and fixed)
+    fp32_added: list[str]  # relative to the plan the step started from
+    fp32_removed: list[str]
+    passed: bool
+    worst: dict | None  # {output, metric, value, bound, ratio}
+    seconds: float
+
+    def to_json(self) -> dict:
+        entry = asdict(self)
+        if self.worst is not None:
+            entry["worst"] = {key: json_float(value) if isinstance(value, float) else value
+                              for key, value in self.worst.items()}
+        entry["seconds"] = round(self.seconds, 4)
+        return entry
+
+
+@dataclass
+class Outcome:
+    """What a trial found; `candidate` is the materialised model (kept for localisation)."""
+
+    passed: bool
+    worst: dict | None
+    candidate: onnx.ModelProto
+    verdict: CandidateVerdict
+    seconds: float = 0.0
+
+
+@dataclass
+class TrialRunner:
+    model: onnx.ModelProto  # the FP32 model, nodes named as the parser names them
+    fixed_precision: dict[str, str]  # materialiser precision of every node the search does not touch
+    searchable: list[str]  # nodes the search sets to low precision or FP32, topological order
+    feeds_list: list[dict[str, np.ndarray]]
+    tolerances: Tolerances
+    low_precision: str = "fp16"
+    keep_io_types: bool = True
+    _reference: list[dict[str, np.ndarray]] = field(default_factory=list, init=False)
+    _reference_exposed: list[dict[str, np.ndarray]] | None = field(default=None, init=False)
+    _cache: dict[frozenset, Outcome] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        reference = ReferenceRunner(self.model)
+        self.outputs = list(reference.graph_outputs)
+        self._reference = [reference.run(feeds) for feeds in self.feeds_list]
+        self.fixed_fp32 = [name for name, precision in self.fixed_precision.items() if precision == "fp32"]
+
+    def node_precision(self, fp32: frozenset[str]) -> dict[str, str]:
+        """The materialiser's plan: fixed nodes as decided, searched nodes FP32 or low precision."""
+        plan = dict(self.fixed_precision)
+        plan.update({name: "fp32" if name in fp32 else self.low_precision for name in self.searchable})
+        return plan
+
+    def fp32_count(self, fp32: frozenset[str]) -> int:
+        return len(self.fixed_fp32) + len(fp32)
+
+    def cached(self, fp32: frozenset[str]) -> Outcome | None:
+        return self._cache.get(fp32)
+
+    def evaluate(self, fp32: frozenset[str]) -> Outcome:
+        if fp32 in self._cache:
+            return self._cache[fp32]
+        start = time.perf_counter()
+        candidate, _ = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
+        runner = EmulatedRunner(candidate)
+        verdict = compare_candidate(
+            "search", self._reference, [runner.run(feeds) for feeds in self.feeds_list], self.outputs,
+            self.tolerances,
+        )
+        outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), candidate, verdict)
+        outcome.seconds = time.perf_counter() - start
+        self._cache[fp32] = outcome
+        return outcome
+
+    def localize(self, candidate: onnx.ModelProto) -> list[Localization]:
+        """Per sample input, where the candidate's intermediates go wrong."""
+        if self._reference_exposed is None:
+            exposed = ReferenceRunner(self.model, expose_intermediates=True)
+            self._reference_exposed = [exposed.run(feeds) for feeds in self.feeds_list]
+        emulated = EmulatedRunner(candidate, expose_intermediates=True)
+        return [
+            localize_results(reference, emulated.run(feeds), candidate, emulated.precisions)
+            for reference, feeds in zip(self._reference_exposed, self.feeds_list)
+        ]
+
+
+def worst_bound(verdict: CandidateVerdict, tolerances: Tolerances) -> dict | None:
+    """The output metric closest to (or furthest past) its bound; see the module docstring."""
+    worst = None
+    for output, judged in verdict.outputs.items():
+        if judged.metrics is None:
+            return {"output": output, "metric": "missing", "value": None, "bound": None, "ratio": math.inf}
+        if judged.metrics.nonfinite:
+            entry = {"output": output, "metric": "nonfinite", "value": float(judged.metrics.nonfinite),
+                     "bound": 0.0, "ratio": math.inf}
+            if worst is None or worst["metric"] != "nonfinite":
+                worst = entry
+            continue
+        tolerance = tolerances.for_output(output)
+        for metric, bound_name in (("max_abs", "max_abs"), ("max_rel", "max_rel"), ("cosine", "cosine_min"),
+                                   ("psnr", "psnr_min")):
+            bound, value = getattr(tolerance, bound_name), getattr(judged.metrics, metric)
+            if bound is None or value is None:
+                continue
+            ratio = bound_ratio(metric, value, bound)
+            if worst is None or (worst["metric"] != "nonfinite" and ratio > worst["ratio"]):
+                worst = {"output": output, "metric": metric, "value": value, "bound": bound, "ratio": ratio}
+    return worst
+
+
+def bound_ratio(metric: str, value: float, bound: float) -> float:
+    """How much of its allowance a metric uses: <= 1 passes, > 1 fails."""
+    if math.isnan(value):
+        return math.inf
+    if metric == "cosine":
+        allowed, used = 1.0 - bound, 1.0 - value
+    elif metric == "psnr":
+        exponent = (bound - value) / 10.0
+        return math.inf if exponent > 300 else 10.0**exponent
+    else:
+        allowed, used = bound, value
+    if allowed <= 0.0:
+        return 0.0 if used <= 0.0 else math.inf
+    return max(used, 0.0) / allowed

@@ -1,0 +1,79 @@
+"""validate: run the FP32 reference and each candidate on the same inputs, judge them,
+and when a candidate fails, name the first ONNX node whose output went wrong.
+
+Decision (after Polygraphy): runners produce results and a separate comparator
+judges them — `trtpipe.validate.reference`/`emulator` run, `compare` judges,
+`localize` explains; this file only wires them and writes `validation.json`.
+A failed verdict is a result like any other: it is cached and published, and the
+stage is then marked failed so the run exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping
+
+from trtpipe.stages.base import Stage, StageOutcome
+
+CANDIDATES = ("emulated", "tensorrt")
+
+
+class ValidateAccuracy(Stage):
+    name = "validate"
+    version = "1"
+    consumes = ("model", "reference")
+    produces = ("report",)
+    tools = ("onnx", "onnxruntime", "numpy", "protobuf")
+    uses_data = True
+
+    def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
+        from trtpipe.data import sample_feeds
+        from trtpipe.graph.onnx_io import load_model
+        from trtpipe.validate.compare import Tolerances, compare_candidate
+        from trtpipe.validate.emulator import EmulatedRunner
+        from trtpipe.validate.reference import ReferenceRunner
+        from trtpipe.validate.report_table import failure_message, report_table
+
+        reference_model, candidate_model = load_model(inputs["reference"]), load_model(inputs["model"])
+        tolerances = Tolerances.from_mapping(config["tolerance"], config.get("outputs") or {})
+        feeds = sample_feeds(reference_model, config["data"])
+        outputs = [value.name for value in candidate_model.graph.output]
+        reference_outputs = {value.name for value in reference_model.graph.output}
+        # Promoted intermediates are compared too: the reference exposes them when needed.
+        reference = ReferenceRunner(reference_model, expose_intermediates=not set(outputs) <= reference_outputs)
+        reference_runs = [reference.run(feeds_i) for feeds_i in feeds]
+        verdicts, notes = [], []
+        for candidate in config["candidates"]:
+            if candidate == "emulated":
+                runner = EmulatedRunner(candidate_model)
+                runs = [runner.run(feeds_i) for feeds_i in feeds]
+                verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances))
+            else:
+                notes.append(f"candidate {candidate}: no engine was built (the build stage is not in this run)")
+        report = {
+            "passed": all(v.passed for v in verdicts),
+            "candidates": [v.to_json() for v in verdicts],
+            "iterations": len(feeds),
+            "notes": notes,
+            "localization": None,
+        }
+        failed = next((v for v in verdicts if not v.passed), None)
+        if failed is not None and config["localize"]:
+            report["localization"] = _localize(reference_model, candidate_model, feeds[0], config)
+        (out_dir / "validation.json").write_text(json.dumps(report, indent=2) + "\n")
+        (out_dir / "validation.txt").write_text(report_table(report))
+        worst = "passed" if report["passed"] else "FAILED"
+        return StageOutcome(
+            outputs={"report": "validation.json"},
+            summary=f"{', '.join(v.name + (' passed' if v.passed else ' FAILED') for v in verdicts)}"
+            f" on {len(feeds)} input set(s)" if verdicts else f"no candidate to validate ({worst})",
+            console_file="validation.txt",
+            failed=None if failed is None else failure_message(report),
+        )
+
+
+def _localize(reference_model, candidate_model, feeds, config) -> dict:
+    from trtpipe.validate.localize import localize
+
+    return localize(reference_model, candidate_model, feeds, threshold=config["localize_threshold"]).to_json()
