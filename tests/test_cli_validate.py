@@ -56,3 +56,14 @@ def test_failed_validation_is_cached_and_still_fails(workdir):
     assert again.code == 1
     assert again.statuses()["validate"] == "failed"
     assert again.manifest["stages"][-1]["key"]  # the verdict came from the cache entry
+
+
+def test_promoted_intermediates_are_validated_too(workdir):
+    run = run_trtpipe(workdir, "+recipe=transformer_fp16", "stages=[sanitize,upgrade_opset,precision,promote_outputs,validate]",
+                      "promote_outputs.match=regex", "promote_outputs.nodes=['.*/attention/self/Softmax']",
+                      run_name="promoted")
+    assert run.code == 0, run.stdout + run.stderr
+    outputs = report_of(run)["candidates"][0]["outputs"]
+    promoted = [name for name in outputs if "Softmax" in name]
+    assert len(promoted) == 2  # one per layer, compared with the reference's tensors
+    assert {"last_hidden_state", "pooler_output"} <= set(outputs)  # originals kept

@@ -346,3 +346,27 @@ def test_unnamed_nodes_are_named_like_tensorrt_and_the_plan_must_cover_every_nod
         materialize(model, node_precision)
     with pytest.raises(UserError, match="does not have"):
         materialize(model, {**plan(model, "fp16"), "node_of_h3": "fp16", "/nope": "fp16"})
+
+
+def test_pow_exponent_follows_the_base_precision_for_tensorrt():
+    """TensorRT's elementwise layer needs both Pow operands in one type (strongly typed)."""
+    import numpy as np
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    from trtpipe.precision.materialize import materialize
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    node = helper.make_node("Pow", ["x", "two"], ["y"], name="square")
+    model = helper.make_model(helper.make_graph([node], "g", [x], [y], [two]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    mixed, _ = materialize(model, {"square": "fp16"})
+    onnx.checker.check_model(mixed, full_check=True)
+    types = {t.name: t.data_type for t in mixed.graph.initializer}
+    assert types["two"] == TensorProto.FLOAT16
+    session = onnxruntime.InferenceSession(mixed.SerializeToString(), providers=["CPUExecutionProvider"])
+    out = session.run(None, {"x": np.full((2, 3), 3.0, np.float32)})[0]
+    assert np.allclose(out, 9.0)

@@ -99,6 +99,18 @@ class PrecisionConfig:
 
 
 @dataclass
+class PromoteOutputsConfig:
+    # Patterns over tensor names and over node names (a node promotes all its outputs).
+    tensors: List[str] = field(default_factory=list)
+    nodes: List[str] = field(default_factory=list)
+    match: str = "exact"  # exact | regex (full match)
+    # fp32: a promoted FP16 tensor t is exposed as the FP32 output t__fp32; native: as is.
+    as_type: str = "fp32"
+    # Warn above this many: in TensorRT, many extra outputs break fusion and change results.
+    warn_above: int = 16
+
+
+@dataclass
 class ToleranceConfig:
     # Each bound is judged only when set. Non-finite candidate values always fail.
     max_abs: Optional[float] = None
@@ -131,6 +143,7 @@ class TrtpipeConfig:
     sanitize: SanitizeConfig = field(default_factory=SanitizeConfig)
     upgrade_opset: UpgradeOpsetConfig = field(default_factory=UpgradeOpsetConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    promote_outputs: PromoteOutputsConfig = field(default_factory=PromoteOutputsConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     data: DataConfig = field(default_factory=DataConfig)
     # Print full tracebacks for errors (also enabled by TRTPIPE_DEBUG=1).

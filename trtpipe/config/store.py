@@ -24,6 +24,7 @@ _STAGE_SCHEMAS = {
     "sanitize": schema.SanitizeConfig,
     "upgrade_opset": schema.UpgradeOpsetConfig,
     "precision": schema.PrecisionConfig,
+    "promote_outputs": schema.PromoteOutputsConfig,
     "validate": schema.ValidateConfig,
 }
 

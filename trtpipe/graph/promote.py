@@ -55,6 +55,7 @@ from onnx import TensorProto, helper
 
 from trtpipe.errors import UserError
 from trtpipe.graph import value_info
+from trtpipe.graph.promoted_names import record_promoted_outputs
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.precision.network import layer_name
 
@@ -110,6 +111,7 @@ def promote_outputs(
     if len(promoted) > warn_above:
         warnings.append(f"{len(promoted)} tensors promoted (warn_above={warn_above}): {MANY_OUTPUTS_WARNING}")
         logger.warning("promote_outputs: %s", warnings[-1])
+    record_promoted_outputs(model, {entry["output_name"]: entry["tensor"] for entry in entries})
     written = save_model(model, Path(dst))
     return {
         "match": match,

@@ -45,6 +45,11 @@ from trtpipe.precision.element_types import (
 )
 from trtpipe.precision.type_rules import OpTypeRules, op_type_rules
 
+# Inputs the ONNX schema lets differ in type but TensorRT does not: its ONNX parser maps
+# Pow to an IElementWiseLayer, whose two operands must have one type in a strongly typed
+# network (the parser inserts no Cast). So the exponent follows the base's precision.
+SAME_TYPE_AS_NODE = {("", "Pow"): frozenset({1}), ("ai.onnx", "Pow"): frozenset({1})}
+
 # Ops whose types are the author's decision even when the plan names a precision.
 AUTHOR_TYPED_OPS = frozenset({"CastLike"})
 _GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
@@ -182,6 +187,9 @@ def _input_requirement(
         return exactly(target)
     if not rules.is_type_variable(variable):
         return exactly(authored, f"{where} is {variable} in the schema")
+    if retyped and index in SAME_TYPE_AS_NODE.get((node.domain, node.op_type), ()):
+        if target in rules.float_types_of_variable.get(variable, ()):
+            return exactly(target, f"{where}: TensorRT needs it in the node's type (elementwise layer)")
     if not outputs_of.get(variable) and len(inputs_of[variable]) == 1:
         return Requirement(
             rules.float_types_of_variable[variable],

@@ -53,9 +53,7 @@ class Trial:
 
     def to_json(self) -> dict:
         entry = asdict(self)
-        if self.worst is not None:
-            entry["worst"] = {key: json_float(value) if isinstance(value, float) else value
-                              for key, value in self.worst.items()}
+        entry["worst"] = worst_json(self.worst)
         entry["seconds"] = round(self.seconds, 4)
         return entry
 
@@ -127,6 +125,13 @@ class TrialRunner:
             localize_results(reference, emulated.run(feeds), candidate, emulated.precisions)
             for reference, feeds in zip(self._reference_exposed, self.feeds_list)
         ]
+
+
+def worst_json(worst: dict | None) -> dict | None:
+    """`worst` with non-finite numbers as JSON strings (see metrics.json_float)."""
+    if worst is None:
+        return None
+    return {key: json_float(value) if isinstance(value, float) else value for key, value in worst.items()}
 
 
 def worst_bound(verdict: CandidateVerdict, tolerances: Tolerances) -> dict | None:

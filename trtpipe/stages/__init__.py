@@ -5,11 +5,12 @@ from __future__ import annotations
 from trtpipe.errors import UserError
 from trtpipe.stages.base import Stage
 from trtpipe.stages.precision import PlanPrecision
+from trtpipe.stages.promote_outputs import PromoteOutputs
 from trtpipe.stages.sanitize import SanitizeModel
 from trtpipe.stages.upgrade_opset import UpgradeOpset
 from trtpipe.stages.validate import ValidateAccuracy
 
-STAGES: dict[str, type[Stage]] = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset, PlanPrecision, ValidateAccuracy)}
+STAGES: dict[str, type[Stage]] = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset, PlanPrecision, PromoteOutputs, ValidateAccuracy)}
 
 
 def stage_class(name: str) -> type[Stage]:

@@ -30,6 +30,7 @@ class ValidateAccuracy(Stage):
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.data import sample_feeds
         from trtpipe.graph.onnx_io import load_model
+        from trtpipe.graph.promoted_names import read_promoted_outputs
         from trtpipe.validate.compare import Tolerances, compare_candidate
         from trtpipe.validate.emulator import EmulatedRunner
         from trtpipe.validate.reference import ReferenceRunner
@@ -40,9 +41,13 @@ class ValidateAccuracy(Stage):
         feeds = sample_feeds(reference_model, config["data"])
         outputs = [value.name for value in candidate_model.graph.output]
         reference_outputs = {value.name for value in reference_model.graph.output}
-        # Promoted intermediates are compared too: the reference exposes them when needed.
+        # Promoted intermediates are compared too: the reference exposes them when needed,
+        # and a promoted `t__fp32` output is compared with the reference's tensor `t`.
+        promoted = read_promoted_outputs(candidate_model)
         reference = ReferenceRunner(reference_model, expose_intermediates=not set(outputs) <= reference_outputs)
-        reference_runs = [reference.run(feeds_i) for feeds_i in feeds]
+        reference_runs = [
+            _by_candidate_name(reference.run(feeds_i), outputs, promoted) for feeds_i in feeds
+        ]
         verdicts, notes = [], []
         for candidate in config["candidates"]:
             if candidate == "emulated":
@@ -71,6 +76,10 @@ class ValidateAccuracy(Stage):
             console_file="validation.txt",
             failed=None if failed is None else failure_message(report),
         )
+
+
+def _by_candidate_name(reference: dict, outputs: list[str], promoted: dict[str, str]) -> dict:
+    return {name: reference[promoted.get(name, name)] for name in outputs if promoted.get(name, name) in reference}
 
 
 def _localize(reference_model, candidate_model, feeds, config) -> dict:

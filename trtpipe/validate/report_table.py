@@ -13,11 +13,11 @@ def report_table(report: dict) -> str:
             failed = [r for r in reasons if r.startswith(f"{output}:")]
             verdict = "ok" if not failed else "FAIL: " + failed[0].split(": ", 1)[1]
             if metrics is None:
-                lines.append(f"    {candidate['name']:10} {output[:28]:28} {'-':>10} {'-':>10} {'-':>10} "
+                lines.append(f"    {candidate['name']:10} {_tail(output):28} {'-':>10} {'-':>10} {'-':>10} "
                              f"{'-':>7} {'-':>6}  {verdict}")
                 continue
             lines.append(
-                f"    {candidate['name']:10} {output[:28]:28} {_fmt(metrics['max_abs']):>10} "
+                f"    {candidate['name']:10} {_tail(output):28} {_fmt(metrics['max_abs']):>10} "
                 f"{_fmt(metrics['max_rel']):>10} {_fmt(metrics['cosine'], '.6f'):>10} "
                 f"{_fmt(metrics['psnr'], '.1f'):>7} {metrics['nonfinite']:>6}  {verdict}"
             )
@@ -43,6 +43,11 @@ def _describe(first: dict) -> str:
     return (f"{first['node']} ({first['op_type']}, {first.get('precision', '?')}): reference max |x| "
             f"{_fmt(first['ref_max_abs'])}, candidate error {_fmt(first['cand_max_abs_error'])}"
             + (f", {first['cand_nonfinite']} non-finite" if first.get("cand_nonfinite") else ""))
+
+
+def _tail(name: str, width: int = 28) -> str:
+    # The end of an exporter name says most (".../attention/self/Softmax_output_0").
+    return name if len(name) <= width else "…" + name[-(width - 1):]
 
 
 def _fmt(value, spec: str = ".3g") -> str:
