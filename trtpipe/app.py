@@ -25,7 +25,7 @@ def debug_enabled(cfg: DictConfig | None = None) -> bool:
 def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: list[str]) -> int:
     """Run the pipeline; return the exit code. Tracebacks only in debug mode."""
     try:
-        check_config(cfg)
+        check_config(cfg, overrides)
         result = run_pipeline(cfg, run_dir, start_dir, overrides)
     except UserError as error:
         if debug_enabled(cfg):

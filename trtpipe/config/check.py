@@ -16,8 +16,23 @@ from trtpipe.config.schema import TrtpipeConfig
 from trtpipe.errors import UserError
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Raise UserError for a key the schema does not know or a value of the wrong type."""
+def check_config(cfg: DictConfig, overrides: list[str] | None = None) -> None:
+    """Raise UserError for a key the schema does not know or a value of the wrong type.
+
+    With `overrides` given, the schema merge runs only when one of them adds a key
+    (`+key=`, `++key=`; selecting a recipe with `+recipe=` is a group choice): every
+    other way in is checked by Hydra's own composition against the schemas already.
+    """
+    if overrides is None or any(_adds_key(o) for o in overrides):
+        _check_schema(cfg)
+    _check_values(cfg)
+
+
+def _adds_key(override: str) -> bool:
+    return override.startswith("+") and not override.startswith("+recipe=")
+
+
+def _check_schema(cfg: DictConfig) -> None:
     plain = OmegaConf.to_container(cfg, resolve=False)
     plain.pop("hydra", None)
     plain.pop("recipe", None)  # a recipe overlays `_global_`; an empty `recipe` key may remain
@@ -25,7 +40,6 @@ def check_config(cfg: DictConfig) -> None:
         OmegaConf.merge(OmegaConf.structured(TrtpipeConfig), plain)
     except OmegaConfBaseException as error:
         raise config_error(error) from error
-    _check_values(cfg)
 
 
 def _check_values(cfg: DictConfig) -> None:

@@ -19,38 +19,49 @@ attention mask `{"low": 0, "high": 2}`), floats uniformly from [low, high).
 
 from __future__ import annotations
 
-from typing import Callable
-
-import onnx
+import importlib
+from typing import TYPE_CHECKING, Callable
 
 from trtpipe.errors import UserError
-from trtpipe.models import mixed_precision, nafnet, transformer
+from trtpipe.models.catalog import BUILTIN_INPUT_SPECS, BUILTIN_MODEL_VERSION, BUILTIN_MODULES
 
-# Part of every cache key that depends on a built-in model: bump it whenever a
-# generator's output changes (weights, seeds, nodes, names, metadata).
-BUILTIN_MODEL_VERSION = "1"
+if TYPE_CHECKING:
+    import onnx
 
-BUILTIN_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
-    "transformer": transformer.build_transformer,
-    "nafnet": nafnet.build_nafnet,
-    "mixed_precision": mixed_precision.build_mixed_precision,
-}
-
-BUILTIN_INPUT_SPECS: dict[str, dict[str, dict]] = {
-    "transformer": transformer.INPUT_SPECS,
-    "nafnet": nafnet.INPUT_SPECS,
-    "mixed_precision": mixed_precision.INPUT_SPECS,
-}
+__all__ = ["BUILTIN_INPUT_SPECS", "BUILTIN_MODEL_VERSION", "BUILTIN_MODELS", "builtin_model"]
 
 
-def builtin_model(name: str) -> onnx.ModelProto:
+def _generator(name: str) -> Callable[[], "onnx.ModelProto"]:
+    # Imported on demand: generating needs onnx and NumPy, naming and specs do not.
+    module = importlib.import_module(f"trtpipe.models.{BUILTIN_MODULES[name]}")
+    return getattr(module, f"build_{name}")
+
+
+class _Generators(dict):
+    """name -> build function, imported when first looked up."""
+
+    def __missing__(self, name: str):
+        if name not in BUILTIN_MODULES:
+            raise KeyError(name)
+        self[name] = _generator(name)
+        return self[name]
+
+    def __iter__(self):
+        return iter(BUILTIN_MODULES)
+
+    def __len__(self) -> int:
+        return len(BUILTIN_MODULES)
+
+
+BUILTIN_MODELS: dict[str, Callable[[], "onnx.ModelProto"]] = _Generators()
+
+
+def builtin_model(name: str) -> "onnx.ModelProto":
     """Generate the built-in model `name`; an unknown name is a user error naming the valid ones."""
-    try:
-        build = BUILTIN_MODELS[name]
-    except KeyError:
-        valid = ", ".join(sorted(BUILTIN_MODELS))
+    if name not in BUILTIN_MODULES:
+        valid = ", ".join(sorted(BUILTIN_MODULES))
         raise UserError(
             f"there is no built-in model named {name!r}",
             f"set model.builtin to one of {valid}, or set model.path to an ONNX file",
-        ) from None
-    return build()
+        )
+    return BUILTIN_MODELS[name]()

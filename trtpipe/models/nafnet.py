@@ -35,6 +35,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from trtpipe.models.catalog import BUILTIN_INPUT_SPECS
 from trtpipe.models._builders import (
     GraphBuilder,
     add_decomposed_layer_norm,
@@ -65,9 +66,7 @@ BRANCH_CONV_STD = 6.0
 # The ending conv predicts a residual of a few hundredths of the image range.
 ENDING_WEIGHT_STD = 0.08 / np.sqrt(CHANNELS * 9)
 
-INPUT_SPECS = {
-    "image": {"low": 0.0, "high": 1.0, "dtype": "float32"},
-}
+INPUT_SPECS = BUILTIN_INPUT_SPECS["nafnet"]
 
 
 def build_nafnet() -> onnx.ModelProto:

@@ -32,6 +32,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from trtpipe.models.catalog import BUILTIN_INPUT_SPECS, TRANSFORMER_VOCAB_SIZE
 from trtpipe.models._builders import (
     GraphBuilder,
     add_decomposed_layer_norm,
@@ -42,7 +43,7 @@ from trtpipe.models._builders import (
 
 OPSET = 13
 SEED = 1013
-VOCAB_SIZE = 256
+VOCAB_SIZE = TRANSFORMER_VOCAB_SIZE
 SEQUENCE_LENGTH = 16
 HIDDEN = 64
 HEADS = 4
@@ -64,10 +65,7 @@ ORDINARY_SPREAD = 30.0
 # the FFN input ~2 (GELU's curved region), the pooler ~1 (tanh not saturated).
 RESIDUAL_RMS = 80.0
 
-INPUT_SPECS = {
-    "input_ids": {"low": 0, "high": VOCAB_SIZE, "dtype": "int64"},
-    "attention_mask": {"low": 0, "high": 2, "dtype": "int64"},
-}
+INPUT_SPECS = BUILTIN_INPUT_SPECS["transformer"]
 
 
 def build_transformer() -> onnx.ModelProto:

@@ -17,10 +17,12 @@ import logging
 import re
 from dataclasses import dataclass
 from difflib import get_close_matches
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from trtpipe.errors import UserError
-from trtpipe.precision.network import Network
+
+if TYPE_CHECKING:  # the network needs onnx; checking a config's rules must not
+    from trtpipe.precision.network import Network
 
 log = logging.getLogger(__name__)
 

@@ -46,9 +46,9 @@ import numpy as np
 import onnx
 
 from trtpipe.errors import UserError
+from trtpipe.precision.authored import authored_decisions
 from trtpipe.precision.auto_constants import constant_decisions
-from trtpipe.precision.auto_range import observed_max_abs
-from trtpipe.precision.decisions import Decision
+from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.network import Network, name_nodes_as_parser_does, network_from_model
 from trtpipe.precision.search_rules import assumed_settings, fp32_rules, rules_yaml
 from trtpipe.precision.search_sensitivity import Sensitivity, rank_by_sensitivity
@@ -116,6 +116,8 @@ def search_fp32_set(
     keep_io_types: bool = True,
 ) -> SearchResult:
     """Search from the automatic plan `decisions` (from `plan_precision` on `model`); see the module docstring."""
+    if low_precision not in LOW_PRECISIONS:
+        raise UserError(f"low_precision is {low_precision!r}", f"use one of {', '.join(LOW_PRECISIONS)}")
     if max_trials < 2:
         raise UserError(f"max_trials is {max_trials}", "allow at least 2 trials (the automatic and all-low plans)")
     start = time.perf_counter()
@@ -132,7 +134,7 @@ def search_fp32_set(
     automatic_outcome = search.trial(automatic, "automatic plan", automatic)
     low_outcome = search.trial(frozenset(), "all low precision", automatic)
     ranking = rank_by_sensitivity(
-        net, split.searchable, observed_max_abs(net, feeds_list),
+        net, split.searchable, runner.reference_magnitudes(),
         [] if low_outcome.passed else runner.localize(low_outcome.candidate), low_precision,
     )
     starts = []
@@ -145,13 +147,14 @@ def search_fp32_set(
         starts.append(automatic)
     if starts:
         chosen = min(starts, key=len)  # the grown set wins ties: it comes first
-        final = search.shrink(chosen, [entry.node for entry in reversed(ranking) if entry.node in chosen])
+        final = search.shrink(chosen, [entry for entry in reversed(ranking) if entry.node in chosen])
     else:
         final = automatic
     outcome = runner.cached(final)
     fp32_nodes = [name for name in split.searchable if name in final]
     rules = fp32_rules(net, fp32_nodes)
-    settings = assumed_settings(low_precision, any(d.source == "authored" for d in decisions.values()))
+    respected = any(d.source == "authored" for d in decisions.values()) if authored_decisions(net) else None
+    settings = assumed_settings(low_precision, respected)
     return SearchResult(
         passed=outcome.passed,
         fp32_nodes=fp32_nodes,
@@ -225,32 +228,36 @@ class _Search:
         self._trial_of[fp32] = self.log[-1]
         return outcome
 
-    def grow(self, ranking: list[Sensitivity], ceiling: frozenset[str] | None):
-        """From all-low, add localised origins (else the next ranked nodes) until a plan passes."""
+    def grow(self, ranking: list[Sensitivity], ceiling: frozenset[str] | None) -> frozenset[str] | None:
+        """From all-low: the suspects first, then localised origins (else the next ranked nodes) until
+        a plan passes; None if none does or growing would not beat the passing plan `ceiling`."""
         ranked = [entry.node for entry in ranking]
         state: frozenset[str] = frozenset()
-        origins = {entry.node for entry in ranking if entry.origin}  # localised on the all-low plan
+        wanted = {entry.node for entry in ranking if entry.suspect}
         batch = 1
         while len(state) < len(ranked):
-            added = [name for name in ranked if name in origins and name not in state]
+            added = [name for name in ranked if name in wanted and name not in state]
             if not added:
                 added = [name for name in ranked if name not in state][:batch]
                 batch *= 2
             bigger = state | frozenset(added)
             if ceiling is not None and len(bigger) >= len(ceiling):
-                return None  # the passing automatic plan is already as small
+                return None
             outcome = self.trial(bigger, "grow", state)
             if outcome is None:
                 return None
             state = bigger
             if outcome.passed:
                 return state
-            origins = {o["node"] for found in self.runner.localize(outcome.candidate) for o in found.origins}
+            wanted = {o["node"] for found in self.runner.localize(outcome.candidate) for o in found.origins}
         return None
 
-    def shrink(self, state: frozenset[str], order: list[str]) -> frozenset[str]:
-        """Bisection removal over `order` (least sensitive first); every accepted plan passed."""
-        pending = [order]
+    def shrink(self, state: frozenset[str], order: list[Sensitivity]) -> frozenset[str]:
+        """Remove what the plan does not need; `order` is least sensitive first. Nodes without direct
+        evidence are removed by bisection (most of them can go), suspects one at a time (most of them
+        cannot, where bisection would spend two trials per node). Every accepted plan passed."""
+        pending = [[entry.node for entry in order if not entry.suspect]]
+        pending += [[entry.node] for entry in order if entry.suspect]
         while pending:
             chunk = [name for name in pending.pop(0) if name in state]
             if not chunk:

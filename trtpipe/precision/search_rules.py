@@ -29,8 +29,9 @@ from trtpipe.precision.rules import compile_rules, resolve_rules
 _SHOWN_NAMES = 5
 
 
-def assumed_settings(low_precision: str, respect_authored: bool) -> dict:
-    """The precision config the snippet is written for (besides its rules and the user's own)."""
+def assumed_settings(low_precision: str, respect_authored: bool | None) -> dict:
+    """The precision config the snippet is written for (besides its rules and the user's own);
+    `respect_authored` None: the plan kept no node as authored, so either value reproduces it."""
     return {
         "default": low_precision,
         "respect_authored": respect_authored,
@@ -74,7 +75,9 @@ def rules_yaml(
         f"#   precision.auto.softmax: {_yaml_value(auto['softmax'])}",
         f"#   precision.auto.constants: {auto['constants']}{guarded}",
         f"#   precision.auto.island_size: {auto['island_size']}",
-        f"#   precision.respect_authored: {_yaml_value(settings['respect_authored'])}",
+        "#   precision.respect_authored: " + (
+            "true or false (no node of this model is kept as authored)" if settings["respect_authored"] is None
+            else _yaml_value(settings["respect_authored"])),
     ]
     if user_rules:
         lines.append(f"# Keep your own rules ({_some(user_rules)}) next to these; these name none of their nodes.")

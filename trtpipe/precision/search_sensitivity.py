@@ -4,14 +4,19 @@ Evidence, strongest first (the sort key, compared in this order):
 1. `origin`: localisation of the all-low-precision plan says error *enters* the
    graph at this node (it fails while none of its inputs do);
 2. `nonfinite`: its low-precision output holds inf/NaN where the reference is finite;
-3. `overflow`: the FP32 reference's magnitude there (including hidden
-   intermediates such as a fused LayerNorm's variance) exceeds the largest
-   low-precision value;
+3. `overflow`: the FP32 reference holds values beyond the largest
+   low-precision value in its output or in an activation it reads (read in low
+   precision, that input passes through a Cast that makes it inf). Constants
+   do not count (the constants guard handles them), nor do hidden
+   intermediates such as a fused LayerNormalization's variance, which is
+   computed in FP32 inside the op (TensorRT and the emulator alike);
 4. `failed`: its output is more than the localisation threshold off;
 5. `normalization`: it belongs to a normalization group or a Softmax
    (DESIGN.md's known-sensitive computations);
-6. the relative error itself, then the magnitude.
-Ties keep topological order, so the ranking is deterministic.
+6. the relative error itself, then the output magnitude.
+Ties keep topological order, so the ranking is deterministic. `suspect`
+(origin, inf/NaN or overflow) marks the nodes with direct evidence: the
+search adds them first when growing and tries them one by one when shrinking.
 
 Decision: the ranking is only an order. What is kept FP32 is decided by
 trials (search.py), so a wrong guess here costs trials, not accuracy.
@@ -37,24 +42,31 @@ class Sensitivity:
     failed: bool
     normalization: bool
     relative_error: float
-    magnitude: float
+    output_max_abs: float
+    input_max_abs: float
+
+    @property
+    def suspect(self) -> bool:
+        return self.origin or self.nonfinite or self.overflow
 
     def key(self) -> tuple:
         return (self.origin, self.nonfinite, self.overflow, self.failed, self.normalization,
-                self.relative_error, self.magnitude)
+                self.relative_error, self.output_max_abs)
 
     def to_json(self) -> dict:
-        return {key: json_float(value) if isinstance(value, float) else value for key, value in asdict(self).items()}
+        entry = {key: json_float(value) if isinstance(value, float) else value for key, value in asdict(self).items()}
+        entry["suspect"] = self.suspect
+        return entry
 
 
 def rank_by_sensitivity(
     net: Network,
     searchable: list[str],
-    observed: dict[str, float],
+    magnitudes: dict[str, float],
     localizations: list[Localization],
     low_precision: str,
 ) -> list[Sensitivity]:
-    """Every searchable node, most sensitive first."""
+    """Every searchable node, most sensitive first; `magnitudes` maps tensor names to reference max |x|."""
     origins = {origin["node"] for found in localizations for origin in found.origins}
     relative: dict[str, float] = {}
     nonfinite: set[str] = set()
@@ -68,19 +80,23 @@ def rank_by_sensitivity(
                 failed.add(entry.node)
     grouped = normalization_groups(net, norms=True, softmax=True)
     limit = LARGEST_VALUE.get(low_precision, float("inf"))
-    ranked = [
-        Sensitivity(
+    ranked = []
+    for name in searchable:
+        node = net.nodes[name]
+        activations = [t for t in node.input if t and t not in net.constants]
+        output_max_abs = max((magnitudes.get(t, 0.0) for t in node.output if t), default=0.0)
+        input_max_abs = max((magnitudes.get(t, 0.0) for t in activations), default=0.0)
+        ranked.append(Sensitivity(
             node=name,
-            op_type=net.op_type(name),
+            op_type=node.op_type,
             origin=name in origins,
             nonfinite=name in nonfinite,
-            overflow=observed.get(name, 0.0) > limit,
+            overflow=bool(activations) and max(output_max_abs, input_max_abs) > limit,
             failed=name in failed,
             normalization=name in grouped,
             relative_error=relative.get(name, 0.0),
-            magnitude=observed.get(name, 0.0),
-        )
-        for name in searchable
-    ]
+            output_max_abs=output_max_abs,
+            input_max_abs=input_max_abs,
+        ))
     position = {name: index for index, name in enumerate(searchable)}
     return sorted(ranked, key=lambda s: (tuple(-float(v) for v in s.key()), position[s.node]))

@@ -117,14 +117,28 @@ class TrialRunner:
 
     def localize(self, candidate: onnx.ModelProto) -> list[Localization]:
         """Per sample input, where the candidate's intermediates go wrong."""
-        if self._reference_exposed is None:
-            exposed = ReferenceRunner(self.model, expose_intermediates=True)
-            self._reference_exposed = [exposed.run(feeds) for feeds in self.feeds_list]
         emulated = EmulatedRunner(candidate, expose_intermediates=True)
         return [
             localize_results(reference, emulated.run(feeds), candidate, emulated.precisions)
-            for reference, feeds in zip(self._reference_exposed, self.feeds_list)
+            for reference, feeds in zip(self._exposed_reference(), self.feeds_list)
         ]
+
+    def reference_magnitudes(self) -> dict[str, float]:
+        """Tensor name -> the largest finite |value| the FP32 reference holds there, over all inputs."""
+        largest: dict[str, float] = {}
+        for values in [*self._exposed_reference(), *self.feeds_list]:
+            for name, array in values.items():
+                array = np.asarray(array)
+                if array.dtype.kind == "f" and array.size:
+                    finite = np.abs(array[np.isfinite(array)], dtype=np.float64)
+                    largest[name] = max(largest.get(name, 0.0), float(finite.max()) if finite.size else 0.0)
+        return largest
+
+    def _exposed_reference(self) -> list[dict[str, np.ndarray]]:
+        if self._reference_exposed is None:
+            exposed = ReferenceRunner(self.model, expose_intermediates=True)
+            self._reference_exposed = [exposed.run(feeds) for feeds in self.feeds_list]
+        return self._reference_exposed
 
 
 def worst_json(worst: dict | None) -> dict | None:

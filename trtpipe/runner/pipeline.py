@@ -15,7 +15,7 @@ from trtpipe.errors import EXIT_FAILED, EXIT_OK, StageFailed, TrtpipeError, User
 from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache, CacheEntry
 from trtpipe.runner.files import link_or_copy
-from trtpipe.runner.hashing import artifact_digest
+from trtpipe.runner.digest_memo import memoised_digest
 from trtpipe.runner.manifest import RunManifest, StageRecord
 from trtpipe.runner.tools import tool_versions
 from trtpipe.source import resolve_model_source
@@ -62,7 +62,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     cache_root = Path(cfg.cache.dir).expanduser()
     cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
-    source = Artifact(source_path, artifact_digest(source_path))
+    source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"))
     manifest = RunManifest(
         config=OmegaConf.to_container(cfg, resolve=True),
         overrides=list(overrides),
