@@ -67,3 +67,25 @@ def test_promoted_intermediates_are_validated_too(workdir):
     promoted = [name for name in outputs if "Softmax" in name]
     assert len(promoted) == 2  # one per layer, compared with the reference's tensors
     assert {"last_hidden_state", "pooler_output"} <= set(outputs)  # originals kept
+
+
+def test_search_recipe_finds_a_smaller_passing_fp32_set(workdir):
+    import yaml
+
+    run = run_trtpipe(workdir, "+recipe=transformer_fp16_search", run_name="search")
+    assert run.code == 0, run.stdout + run.stderr
+    stage = next(s for s in run.manifest["stages"] if s["name"] == "precision")
+    search = json.loads((run.run_dir / stage["outputs"]["search_log"]["path"]).read_text())
+    automatic = len(search["automatic_fp32_nodes"]) + len(search["fixed_fp32_nodes"])
+    assert search["passed"] and search["fp32_count"] <= automatic
+    assert search["trials"] and all({"fp32_count", "passed", "worst"} <= set(t) for t in search["trials"])
+    rules = yaml.safe_load((run.run_dir / stage["outputs"]["search_rules"]["path"]).read_text())
+    assert rules["precision"]["rules"]
+    assert report_of(run)["passed"]  # validation re-run on the searched plan
+
+
+def test_validation_draws_the_accuracy_picture(workdir):
+    run = run_trtpipe(workdir, "+recipe=nafnet_fp16", run_name="nafnet-plot")
+    stage = next(s for s in run.manifest["stages"] if s["name"] == "validate")
+    png = run.run_dir / stage["outputs"]["plot"]["path"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

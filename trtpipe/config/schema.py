@@ -81,6 +81,18 @@ class AutoPrecisionConfig:
 
 
 @dataclass
+class SearchConfig:
+    # Opt-in: replace the automatic FP32 set by the smallest set (found by trial) that
+    # passes these tolerances under the faithful FP16 emulation.
+    enabled: bool = False
+    max_trials: int = 64
+    # Interpolated from validate.* in conf/precision/default.yaml, so the search and the
+    # validation judge by the same bounds.
+    tolerance: Dict[str, Any] = field(default_factory=dict)
+    outputs: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class PrecisionConfig:
     default: str = "fp16"  # fp16 | bf16 | fp32 (baseline)
     # name -> {match: exact|regex|op_type (default exact), pattern, precision: fp32|fp16|bf16
@@ -94,6 +106,7 @@ class PrecisionConfig:
     # Leave FP16/FP32 islands an author already placed (mixed-precision models) as they are.
     respect_authored: bool = True
     auto: AutoPrecisionConfig = field(default_factory=AutoPrecisionConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     # Print the network's node names, op types and tensor names, then stop.
     list_only: bool = False
 
@@ -133,6 +146,8 @@ class ValidateConfig:
     # relative error (or goes non-finite).
     localize: bool = True
     localize_threshold: float = 0.01
+    # accuracy.png: per node, reference magnitude against the FP16 limit and the error.
+    plot: bool = True
 
 
 @dataclass

@@ -13,9 +13,14 @@ FP16_MAX = 65504.0
 FP16_MIN_SUBNORMAL = 2.0**-24
 
 
+# How a plan precision is handed to the materialiser: `none` (no float output) and
+# `keep` (authored) both mean "leave the node's types as they are".
+MATERIALIZE_AS = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "keep": "keep", "none": "keep"}
+
+
 @dataclass
 class Decision:
     precision: str
     reason: str
-    source: str = "default"  # default, auto, rule, authored, structure
+    source: str = "default"  # default, auto, rule, authored, structure, search
     observed_max_abs: float | None = None

@@ -15,12 +15,13 @@ Algorithm (every step deterministic: orders are ranks, then topological order):
    origin of error in the current failing plan; when it names none, add the
    next nodes of the ranking (1, 2, 4, ... at a time). Stop at the first plan
    that passes, or when growing would exceed an automatic plan that passes.
-4. Shrink the smaller passing set (grown or automatic) by bisection, least
-   sensitive nodes first: try removing a chunk; keep the removal when the
-   plan still passes, otherwise split the chunk in two and try each half. A
-   node stays FP32 only after the plan without it (alone) failed; the answer
-   is small (every remaining node is needed given the others), not
-   guaranteed minimum (that would be exponential in trials).
+4. Shrink the smaller passing set (grown or automatic), least sensitive
+   nodes first: try removing a chunk; keep the removal when the plan still
+   passes, otherwise split the chunk in two and try each half (nodes with
+   direct evidence are tried one by one). Repeat for nodes found needed
+   before a later removal, until the final plan without any one of its nodes
+   fails: the answer is 1-minimal (every node is needed given the others),
+   not guaranteed minimum (that would be exponential in trials).
 
 What the search never moves: nodes decided by user rules, kept as authored,
 structure (`none`, Casts), and the consumers of constants that do not fit the
@@ -48,7 +49,7 @@ import onnx
 from trtpipe.errors import UserError
 from trtpipe.precision.authored import authored_decisions
 from trtpipe.precision.auto_constants import constant_decisions
-from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
+from trtpipe.precision.decisions import Decision, LOW_PRECISIONS, MATERIALIZE_AS
 from trtpipe.precision.network import Network, name_nodes_as_parser_does, network_from_model
 from trtpipe.precision.search_rules import assumed_settings, fp32_rules, rules_yaml
 from trtpipe.precision.search_sensitivity import Sensitivity, rank_by_sensitivity
@@ -56,8 +57,6 @@ from trtpipe.precision.search_trials import Outcome, Trial, TrialRunner, worst_j
 from trtpipe.validate.compare import Tolerances
 
 SEARCHABLE_SOURCES = ("default", "auto", "search")
-# How a plan precision is handed to the materialiser (as in the precision stage).
-MATERIALIZE_AS = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "keep": "keep", "none": "keep"}
 
 
 @dataclass
@@ -135,7 +134,7 @@ def search_fp32_set(
     low_outcome = search.trial(frozenset(), "all low precision", automatic)
     ranking = rank_by_sensitivity(
         net, split.searchable, runner.reference_magnitudes(),
-        [] if low_outcome.passed else runner.localize(low_outcome.candidate), low_precision,
+        [] if low_outcome.passed else runner.localize(frozenset()), low_precision,
     )
     starts = []
     if low_outcome.passed:
@@ -203,7 +202,8 @@ class _Search:
         self.runner = runner
         self.max_trials = max_trials
         self.log: list[Trial] = []
-        self.needed: dict[str, Trial] = {}  # node -> the trial that failed without it alone
+        # node -> (the trial that failed without it alone, the plan it was removed from)
+        self.needed: dict[str, tuple[Trial, frozenset[str]]] = {}
         self._trial_of: dict[frozenset[str], Trial] = {}
 
     def trial(self, fp32: frozenset[str], step: str, base: frozenset[str]) -> Outcome | None:
@@ -249,31 +249,40 @@ class _Search:
             state = bigger
             if outcome.passed:
                 return state
-            wanted = {o["node"] for found in self.runner.localize(outcome.candidate) for o in found.origins}
+            wanted = {o["node"] for found in self.runner.localize(state) for o in found.origins}
         return None
 
     def shrink(self, state: frozenset[str], order: list[Sensitivity]) -> frozenset[str]:
         """Remove what the plan does not need; `order` is least sensitive first. Nodes without direct
         evidence are removed by bisection (most of them can go), suspects one at a time (most of them
-        cannot, where bisection would spend two trials per node). Every accepted plan passed."""
+        cannot, where bisection would spend two trials per node). A node found needed before a later
+        removal is tried again against the smaller plan, until every node left was needed in the final
+        plan itself (or the budget is spent). Every accepted plan passed."""
         pending = [[entry.node for entry in order if not entry.suspect]]
         pending += [[entry.node] for entry in order if entry.suspect]
         while pending:
             chunk = [name for name in pending.pop(0) if name in state]
-            if not chunk:
-                continue
-            smaller = state - frozenset(chunk)
-            outcome = self.trial(smaller, "shrink", state)
-            if outcome is None:
-                break
-            if outcome.passed:
-                state = smaller
-            elif len(chunk) > 1:
-                middle = len(chunk) // 2
-                pending[:0] = [chunk[:middle], chunk[middle:]]
-            else:
-                self.needed[chunk[0]] = self._trial_of.get(smaller)
+            if chunk:
+                smaller = state - frozenset(chunk)
+                outcome = self.trial(smaller, "shrink", state)
+                if outcome is None:
+                    break
+                if outcome.passed:
+                    state = smaller
+                elif len(chunk) > 1:
+                    middle = len(chunk) // 2
+                    pending[:0] = [chunk[:middle], chunk[middle:]]
+                else:
+                    self.needed[chunk[0]] = (self._trial_of[smaller], state)
+            if not pending:
+                pending = [[entry.node] for entry in order
+                           if entry.node in state and self.needed.get(entry.node, (None, None))[1] != state]
         return state
+
+    def needed_in(self, final: frozenset[str], name: str) -> Trial | None:
+        """The trial that failed without `name` alone, when it was run against `final` itself."""
+        trial, tested_against = self.needed.get(name, (None, None))
+        return trial if tested_against == final else None
 
 
 def _final_decisions(net, decisions, split: PlanSplit, final, search: _Search, ranking, passed, low) -> dict:
@@ -289,9 +298,9 @@ def _final_decisions(net, decisions, split: PlanSplit, final, search: _Search, r
         elif not passed:
             result[name] = original
         elif name in final:
-            failed = search.needed.get(name)
-            why = (f"trial {failed.trial} without it failed ({_worst_text(failed.worst)})" if failed
-                   else "not tried alone: precision search max_trials reached")
+            failed = search.needed_in(final, name)
+            why = (f"trial {failed.trial} without it alone failed ({_worst_text(failed.worst)})" if failed
+                   else "not confirmed alone against the final plan: max_trials reached")
             result[name] = Decision("fp32", f"accuracy search: kept FP32, {why}; sensitivity rank {rank[name]}",
                                     "search", original.observed_max_abs)
         else:

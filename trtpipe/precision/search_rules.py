@@ -60,7 +60,7 @@ def fp32_rules(net: Network, fp32_nodes: list[str]) -> dict[str, dict]:
 
 
 def rules_yaml(
-    rules: dict[str, dict], node_count: int, settings: dict, constant_guarded: list[str], user_rules: list[str]
+    rules: dict[str, dict], node_count: int, settings: dict, constant_guarded: list[str], user_rule_nodes: list[str]
 ) -> str:
     """The ready-to-paste snippet: assumed settings as comments, then `precision: rules: ...`."""
     auto = settings["auto"]
@@ -79,8 +79,9 @@ def rules_yaml(
             "true or false (no node of this model is kept as authored)" if settings["respect_authored"] is None
             else _yaml_value(settings["respect_authored"])),
     ]
-    if user_rules:
-        lines.append(f"# Keep your own rules ({_some(user_rules)}) next to these; these name none of their nodes.")
+    if user_rule_nodes:
+        lines.append(f"# Keep your own precision.rules as well (they set {_some(user_rule_nodes)}); these name none of "
+                     "those nodes.")
     body = yaml.safe_dump({"precision": {"rules": rules}}, sort_keys=False, default_flow_style=False, width=4096)
     return "\n".join(lines) + "\n" + body
 

@@ -60,11 +60,10 @@ class Trial:
 
 @dataclass
 class Outcome:
-    """What a trial found; `candidate` is the materialised model (kept for localisation)."""
+    """What a trial found (cached per plan; the materialised model is not kept, see `localize`)."""
 
     passed: bool
     worst: dict | None
-    candidate: onnx.ModelProto
     verdict: CandidateVerdict
     seconds: float = 0.0
 
@@ -110,13 +109,16 @@ class TrialRunner:
             "search", self._reference, [runner.run(feeds) for feeds in self.feeds_list], self.outputs,
             self.tolerances,
         )
-        outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), candidate, verdict)
+        outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), verdict)
         outcome.seconds = time.perf_counter() - start
         self._cache[fp32] = outcome
         return outcome
 
-    def localize(self, candidate: onnx.ModelProto) -> list[Localization]:
-        """Per sample input, where the candidate's intermediates go wrong."""
+    def localize(self, fp32: frozenset[str]) -> list[Localization]:
+        """Per sample input, where the plan's intermediates go wrong. The plan is materialised again
+        (~20 ms on the built-ins) rather than kept from its trial: a cache of every trial's model
+        would hold `max_trials` copies of the weights."""
+        candidate, _ = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
         emulated = EmulatedRunner(candidate, expose_intermediates=True)
         return [
             localize_results(reference, emulated.run(feeds), candidate, emulated.precisions)

@@ -21,7 +21,7 @@ CANDIDATES = ("emulated", "tensorrt")
 
 class ValidateAccuracy(Stage):
     name = "validate"
-    version = "1"
+    version = "2"  # 2: accuracy.png
     consumes = ("model", "reference")
     produces = ("report",)
     tools = ("onnx", "onnxruntime", "numpy", "protobuf")
@@ -64,13 +64,20 @@ class ValidateAccuracy(Stage):
             "localization": None,
         }
         failed = next((v for v in verdicts if not v.passed), None)
+        outputs = {"report": "validation.json"}
+        localization = None
+        if (failed is not None and config["localize"]) or config["plot"]:
+            localization = _localize(reference_model, candidate_model, feeds[0], config)
         if failed is not None and config["localize"]:
-            report["localization"] = _localize(reference_model, candidate_model, feeds[0], config)
+            report["localization"] = localization.to_json()
+        if config["plot"]:
+            _plot(localization, out_dir / "accuracy.png", report["passed"])
+            outputs["plot"] = "accuracy.png"
         (out_dir / "validation.json").write_text(json.dumps(report, indent=2) + "\n")
         (out_dir / "validation.txt").write_text(report_table(report))
         worst = "passed" if report["passed"] else "FAILED"
         return StageOutcome(
-            outputs={"report": "validation.json"},
+            outputs=outputs,
             summary=f"{', '.join(v.name + (' passed' if v.passed else ' FAILED') for v in verdicts)}"
             f" on {len(feeds)} input set(s)" if verdicts else f"no candidate to validate ({worst})",
             console_file="validation.txt",
@@ -82,7 +89,16 @@ def _by_candidate_name(reference: dict, outputs: list[str], promoted: dict[str, 
     return {name: reference[promoted.get(name, name)] for name in outputs if promoted.get(name, name) in reference}
 
 
-def _localize(reference_model, candidate_model, feeds, config) -> dict:
+def _localize(reference_model, candidate_model, feeds, config):
     from trtpipe.validate.localize import localize
 
-    return localize(reference_model, candidate_model, feeds, threshold=config["localize_threshold"]).to_json()
+    return localize(reference_model, candidate_model, feeds, threshold=config["localize_threshold"])
+
+
+def _plot(localization, path: Path, passed: bool) -> None:
+    from trtpipe.validate.plot import plot_rows_from_localization, write_accuracy_plot
+
+    verdict = "passed" if passed else "FAILED"
+    write_accuracy_plot(path, plot_rows_from_localization(localization),
+                        title=f"emulated candidate vs FP32 reference ({verdict})",
+                        error_threshold=localization.threshold)

@@ -88,6 +88,7 @@ def write_accuracy_plot(
     """Write the two-panel PNG of the module docstring to `path`; returns `path`."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
 
     path = Path(path)
     x = np.arange(len(rows))
@@ -106,11 +107,12 @@ def write_accuracy_plot(
     top, bottom = figure.subplots(2, 1, sharex=True, gridspec_kw=_MARGINS)
     figure.suptitle(title)
 
+    size = 14.0 if len(rows) <= 300 else 6.0
     shown_magnitude = _floored(magnitude)
     top.plot(x, shown_magnitude, color="0.8", linewidth=0.8, zorder=1)
     for mask, colour, label in groups:
         if mask.any():
-            top.scatter(x[mask], shown_magnitude[mask], s=12, color=colour, label=label, zorder=2)
+            top.scatter(x[mask], shown_magnitude[mask], s=size, color=colour, label=label, zorder=2)
     top.axhline(fp16_max, color=FAILED_COLOUR, linestyle="--", linewidth=1.0, label=f"FP16 max {fp16_max:g}")
     top.set_yscale("log")
     top.set_ylabel("reference max |x|")
@@ -124,7 +126,7 @@ def write_accuracy_plot(
     for mask, colour, label in groups:
         mask = mask & finite
         if mask.any():
-            bottom.scatter(x[mask], shown_error[mask], s=12, color=colour, label=label, zorder=2)
+            bottom.scatter(x[mask], shown_error[mask], s=size, color=colour, label=label, zorder=2)
     if failed.any():
         bottom.scatter(x[failed], shown_error[failed], s=60, facecolors="none", edgecolors=FAILED_COLOUR,
                        linewidths=1.2, label="failed (error above threshold)", zorder=3)
@@ -154,12 +156,14 @@ def write_accuracy_plot(
             xytext=(15 if left_half else -15, -45), textcoords="offset points",
             ha="left" if left_half else "right", fontsize="small",
             arrowprops={"arrowstyle": "->", "color": FAILED_COLOUR},
-            bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": FAILED_COLOUR},
+            bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": FAILED_COLOUR, "alpha": 0.85},
         )
+    for axis in (top, bottom):
+        axis.yaxis.set_minor_locator(NullLocator())  # log axes' minor ticks: hundreds of artists, no information
     if len(rows):
         bottom.set_xlim(-0.5, len(rows) - 0.5)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", metadata={"Software": None})
+    figure.savefig(path, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 3})
     return path
 
 
