@@ -32,6 +32,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from trtpipe.graph import value_info
+from trtpipe.graph.parser_names import unique_name
 from trtpipe.graph.absorbed_nodes import record_absorbed_nodes
 from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph
 from trtpipe.graph.layernorm_rule import ANCHOR, FUSED_OP, PATTERNS, check, rewrite
@@ -65,7 +66,8 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     fused_outputs = []
     for found in accepted:
         absorbed = [node.name for node in found.ordered_nodes() if node.name]
-        name = _unique(_fused_name(absorbed), taken_names)
+        name = unique_name(_fused_name(absorbed), taken_names)
+        taken_names.add(name)
         fused = rewrite(found, name)
         found.root.outputs.clear()  # disconnect: the tensor now comes from the fused node
         graph.nodes.append(fused)
@@ -128,10 +130,3 @@ def _fused_name(absorbed: list[str]) -> str:
             return f"{scope}/{FUSED_OP}"
     return f"{absorbed[0]}/{FUSED_OP}" if absorbed else FUSED_OP
 
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, index = name, 1
-    while candidate in taken:
-        candidate, index = f"{name}_{index}", index + 1
-    taken.add(candidate)
-    return candidate

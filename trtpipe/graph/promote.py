@@ -55,9 +55,9 @@ from onnx import TensorProto, helper
 
 from trtpipe.errors import UserError
 from trtpipe.graph import value_info
+from trtpipe.graph.parser_names import parser_names, unique_name
 from trtpipe.graph.promoted_names import record_promoted_outputs
 from trtpipe.graph.onnx_io import load_model, save_model
-from trtpipe.precision.network import layer_name
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def promote_outputs(
     graph = model.graph
     outputs_before = [value.name for value in graph.output]
 
-    node_names = _parser_names(graph.node)
+    node_names = parser_names(graph.node)
     producer = {tensor: name for name, node in node_names.items() for tensor in node.output if tensor}
     matches = {
         "tensors": {p: _match_tensors(p, match, producer, graph) for p in tensors},
@@ -131,18 +131,6 @@ def _check_choice(key: str, value: str, valid: Sequence[str]) -> None:
         raise UserError(f"promote_outputs.{key} is {value!r}", f"use one of {', '.join(valid)}")
 
 
-def _parser_names(nodes: Iterable[onnx.NodeProto]) -> dict[str, onnx.NodeProto]:
-    """Layer name -> node, in node order; the naming rule of `precision.network`."""
-    named: dict[str, onnx.NodeProto] = {}
-    for node in nodes:
-        name = layer_name(node)
-        if name in named:
-            suffix = 1
-            while f"{name}_{suffix}" in named:
-                suffix += 1
-            name = f"{name}_{suffix}"
-        named[name] = node
-    return named
 
 
 def _match_tensors(pattern: str, match: str, producer: dict, graph: onnx.GraphProto) -> list[str]:
@@ -205,7 +193,7 @@ def _expose(model: onnx.ModelProto, promoted: list[str], types: dict, producers:
         | {value.name for value in list(graph.input) + list(graph.output)}
         | {tensor.name for tensor in graph.initializer}
     )
-    taken_nodes = set(_parser_names(graph.node))
+    taken_nodes = set(parser_names(graph.node))
     entries = []
     for tensor in promoted:
         tensor_type = types.get(tensor)
@@ -220,9 +208,9 @@ def _expose(model: onnx.ModelProto, promoted: list[str], types: dict, producers:
         output = onnx.ValueInfoProto(name=tensor)
         output.type.CopyFrom(tensor_type)
         if as_type == "fp32" and elem_type in LOW_PRECISION_FLOATS:
-            output.name = _unique(tensor + FP32_SUFFIX, taken_tensors)
+            output.name = _claim(tensor + FP32_SUFFIX, taken_tensors)
             output.type.tensor_type.elem_type = TensorProto.FLOAT
-            cast_name = _unique(f"{output.name}/Cast", taken_nodes)
+            cast_name = _claim(f"{output.name}/Cast", taken_nodes)
             graph.node.append(helper.make_node("Cast", [tensor], [output.name], name=cast_name, to=TensorProto.FLOAT))
         graph.output.append(output)
         entries.append(
@@ -239,12 +227,10 @@ def _expose(model: onnx.ModelProto, promoted: list[str], types: dict, producers:
     return entries
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, suffix = name, 1
-    while candidate in taken:
-        candidate, suffix = f"{name}_{suffix}", suffix + 1
-    taken.add(candidate)
-    return candidate
+def _claim(base: str, taken: set[str]) -> str:
+    name = unique_name(base, taken)
+    taken.add(name)
+    return name
 
 
 def _dtype_name(elem_type: int) -> str:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from trtpipe.graph.parser_names import unique_name
+
 UNNAMED_NODE_PREFIX = "node_of_"
 
 
@@ -135,10 +137,7 @@ class UniqueNames:
         self._in_use = set(in_use)
 
     def claim(self, base: str) -> str:
-        name, counter = base, 0
-        while name in self._in_use:
-            counter += 1
-            name = f"{base}_{counter}"
+        name = unique_name(base, self._in_use)
         self._in_use.add(name)
         return name
 

@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 import onnx
 
 from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
+from trtpipe.graph.parser_names import layer_name, unique_name
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-
-
-def layer_name(node: onnx.NodeProto) -> str:
-    return node.name or f"node_of_{node.output[0] if node.output else 'unnamed'}"
 
 
 @dataclass
@@ -68,7 +65,7 @@ def network_from_model(model: onnx.ModelProto) -> Network:
         net.constants[tensor.name] = tensor
         net.tensor_shapes[tensor.name] = list(tensor.dims)
     for node in model.graph.node:
-        name = _unique(layer_name(node), net.nodes)
+        name = unique_name(layer_name(node), net.nodes)
         net.names.append(name)
         net.nodes[name] = node
         for tensor in node.output:
@@ -88,15 +85,6 @@ def network_from_model(model: onnx.ModelProto) -> Network:
     return net
 
 
-def _unique(name: str, taken: dict) -> str:
-    # ONNX does not require unique node names; TensorRT would reject duplicates at
-    # build time, and a rule must address one node: suffix repeats deterministically.
-    if name not in taken:
-        return name
-    index = 1
-    while f"{name}_{index}" in taken:
-        index += 1
-    return f"{name}_{index}"
 
 
 def name_nodes_as_parser_does(model: onnx.ModelProto) -> int:
@@ -108,7 +96,7 @@ def name_nodes_as_parser_does(model: onnx.ModelProto) -> int:
     taken: dict[str, None] = {}
     changed = 0
     for node in model.graph.node:
-        name = _unique(layer_name(node), taken)
+        name = unique_name(layer_name(node), taken)
         taken[name] = None
         if node.name != name:
             node.name = name

@@ -23,6 +23,7 @@ import re
 
 import yaml
 
+from trtpipe.graph.parser_names import unique_name
 from trtpipe.precision.network import Network
 from trtpipe.precision.rules import compile_rules, resolve_rules
 
@@ -51,10 +52,10 @@ def fp32_rules(net: Network, fp32_nodes: list[str]) -> dict[str, dict]:
             leaves = "|".join(re.escape(name[len(scope) + 1:]) for name in names)
             rule = {"match": "regex", "pattern": f"{re.escape(scope)}/({leaves})", "precision": "fp32"}
             if _matches_exactly(net, rule, names):
-                rules[_unique(f"search_fp32_{_slug(scope)}", rules)] = rule
+                rules[unique_name(f"search_fp32_{_slug(scope)}", rules)] = rule
                 continue
         for name in names:
-            rules[_unique(f"search_fp32_{_slug(name)}", rules)] = {"match": "exact", "pattern": name,
+            rules[unique_name(f"search_fp32_{_slug(name)}", rules)] = {"match": "exact", "pattern": name,
                                                                    "precision": "fp32"}
     return rules
 
@@ -95,13 +96,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_") or "root"
 
 
-def _unique(name: str, taken: dict) -> str:
-    if name not in taken:
-        return name
-    index = 2
-    while f"{name}_{index}" in taken:
-        index += 1
-    return f"{name}_{index}"
 
 
 def _yaml_value(value) -> str:
