@@ -1,4 +1,4 @@
-"""The `trtpipe` command: a thin layer over Hydra and `trtpipe.app.run_from_config`.
+"""The `trtpipe` command: a thin layer over Hydra and `trtpipe.api.execute`.
 
 Decisions:
 - Config errors print one line and exit 2 with nothing written. For a single run,
@@ -8,18 +8,35 @@ Decisions:
 - For a sweep (`-m`), every value of every swept key is composed once before the
   first job starts (`preflight`), so a typo in the last value does not surface
   after an hour of jobs.
+- trtpipe's own switches (`--json`, `--quiet`, `--verbose`) are taken out of argv
+  before Hydra parses it; Hydra has no flags of these names.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 from trtpipe.errors import EXIT_OK, UserError
 
+OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
+
 
 def main() -> None:
+    import logging
+
+    # A closed pipe (`trtpipe ... | head`) must not make logging print tracebacks.
+    logging.raiseExceptions = False
+    switches = {name: False for name in OWN_FLAGS.values()}
+    argv = []
+    for arg in sys.argv[1:]:
+        if arg in OWN_FLAGS:
+            switches[OWN_FLAGS[arg]] = True
+        else:
+            argv.append(arg)
+    sys.argv[1:] = argv
     try:
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
@@ -27,14 +44,16 @@ def main() -> None:
 
         register_configs()
         config_dir = conf_dir()
-        preflight(config_dir, sys.argv[1:])
-        sys.exit(_run_hydra(config_dir))
+        preflight(config_dir, argv)
+        sys.exit(_run_hydra(config_dir, switches))
     except UserError as error:
         print(f"trtpipe: error: {error}", file=sys.stderr)
+        if switches["json"]:
+            print(json.dumps({"status": "user_error", "exit_code": error.exit_code, "error": str(error)}))
         sys.exit(error.exit_code)
 
 
-def _run_hydra(config_dir: Path) -> int:
+def _run_hydra(config_dir: Path, switches: dict) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from hydra.errors import HydraException
@@ -42,18 +61,21 @@ def _run_hydra(config_dir: Path) -> int:
 
     from trtpipe.app import run_from_config
     from trtpipe.config.check import config_error
+    from trtpipe.runner.console import configure_console, json_summary
 
     exit_codes: list[int] = []
 
     def task(cfg) -> int:
+        configure_console(json_mode=switches["json"], quiet=switches["quiet"], verbose=switches["verbose"])
         hydra_cfg = HydraConfig.get()
-        code = run_from_config(
-            cfg,
-            run_dir=Path(hydra_cfg.runtime.output_dir),
-            start_dir=Path(hydra.utils.get_original_cwd()),
+        run_dir = Path(hydra_cfg.runtime.output_dir)
+        code, result = run_from_config(
+            cfg, run_dir=run_dir, start_dir=Path(hydra.utils.get_original_cwd()),
             overrides=list(hydra_cfg.overrides.task),
         )
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
+        if switches["json"]:
+            print(json.dumps(json_summary(code, run_dir, result)), flush=True)
         return code
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")

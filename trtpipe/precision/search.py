@@ -89,7 +89,8 @@ class SearchResult:
             "worst": worst_json(self.worst),
             "trials": [trial.to_json() for trial in self.trials],
             "ranking": [entry.to_json() for entry in self.ranking],
-            "seconds": round(self.seconds, 3),
+            # Decision: no wall-clock times here: this JSON is a cached artifact, and two
+            # identical runs must write identical bytes. Times go to the log.
         }
 
 

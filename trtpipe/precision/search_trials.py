@@ -54,7 +54,7 @@ class Trial:
     def to_json(self) -> dict:
         entry = asdict(self)
         entry["worst"] = worst_json(self.worst)
-        entry["seconds"] = round(self.seconds, 4)
+        entry.pop("seconds")  # artifacts hold no wall-clock times (byte-identical reruns)
         return entry
 
 

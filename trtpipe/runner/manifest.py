@@ -29,6 +29,9 @@ class StageRecord:
     summary: str = ""
     reason: str | None = None  # why it ran (or why it was skipped / failed)
     error: str | None = None
+    # What the key is the hash of (stage, version, config, input digests, tool versions),
+    # so that a later verification can name the value that drifted from the manifest alone.
+    material: dict | None = None
 
 
 @dataclass

@@ -102,7 +102,7 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
         "inputs": {kind: artifact.sha256 for kind, artifact in inputs.items()},
         "tools": tool_versions(stage.tools),
     }
-    record = StageRecord(stage.name, "failed", inputs=material["inputs"])
+    record = StageRecord(stage.name, "failed", inputs=material["inputs"], material=material)
     started = time.perf_counter()
 
     def compute(out_dir: Path) -> dict:

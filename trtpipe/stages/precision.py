@@ -5,15 +5,18 @@ accuracy-driven search), and write the strongly typed mixed-precision ONNX and
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Mapping
 
 from trtpipe.stages.base import Stage, StageOutcome
 
+log = logging.getLogger(__name__)
+
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "2"  # 2: optional search
+    version = "3"  # 2: optional search; 3: search.json without wall-clock times
     consumes = ("model",)
     produces = ("model", "plan")
     tools = ("onnx", "onnxruntime", "numpy", "protobuf")
@@ -67,6 +70,10 @@ def _search(model, decisions, feeds, config, out_dir: Path):
     tolerances = Tolerances.from_mapping(search["tolerance"], search.get("outputs") or {})
     result = search_fp32_set(model, decisions, feeds, tolerances, max_trials=search["max_trials"],
                              low_precision=config["default"], keep_io_types=config["keep_io_types"])
+    for trial in result.trials:
+        log.debug("search trial %d (%s): %d FP32, %s, %.3fs", trial.trial, trial.step, trial.fp32_count,
+                  "passed" if trial.passed else "failed", trial.seconds)
+    log.info("precision search: %d trials in %.2fs", len(result.trials), result.seconds)
     (out_dir / "search_rules.yaml").write_text(result.rules_yaml)
     (out_dir / "search.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
     automatic = len(result.automatic_fp32_nodes) + len(result.fixed_fp32_nodes)

@@ -1,0 +1,148 @@
+"""The Python API: compose and run a pipeline from the same override strings the
+command line takes (recipes included), get a typed result, or a typed exception.
+
+    import trtpipe.api as trtpipe
+    result = trtpipe.run(["+recipe=transformer_fp16", "model.path=bert.onnx"])
+    result.validation["passed"], result.artifact("precision", "plan")
+
+Decisions:
+- Importing this module has no side effects; Hydra's ConfigStore is filled on the
+  first call.
+- The API does not configure logging (a library must not); it writes the run's
+  `trtpipe.log` in the run directory like the command line does.
+- `run` raises `UserError` (nothing was run) or `PipelineFailed` (a stage or the
+  validation failed; the result, manifest included, is attached).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from trtpipe.errors import EXIT_OK, StageFailed, UserError
+
+__all__ = ["RunResult", "StageResult", "PipelineFailed", "UserError", "compose", "run", "execute"]
+
+log = logging.getLogger("trtpipe")
+
+
+@dataclass(frozen=True)
+class StageResult:
+    name: str
+    status: str
+    key: str | None
+    seconds: float
+    outputs: dict[str, Path]
+    summary: str
+    reason: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    exit_code: int
+    stages: list[StageResult]
+    validation: dict | None
+    manifest: dict
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == EXIT_OK
+
+    def artifact(self, stage: str, kind: str) -> Path:
+        for result in self.stages:
+            if result.name == stage and kind in result.outputs:
+                return result.outputs[kind]
+        raise KeyError(f"stage {stage!r} produced no {kind!r} in this run")
+
+
+class PipelineFailed(StageFailed):
+    """A stage failed or validation rejected a candidate; `result` has the details."""
+
+    def __init__(self, result: RunResult, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def compose(overrides: Sequence[str] = ()):
+    """The composed, checked config (a DictConfig) for these overrides; UserError if invalid."""
+    from trtpipe.config.locate import conf_dir
+    from trtpipe.config.preflight import compose_checked
+    from trtpipe.config.store import register_configs
+
+    register_configs()
+    return compose_checked(conf_dir(), list(overrides))
+
+
+def run(overrides: Sequence[str] = (), *, run_dir: Path | None = None, start_dir: Path | None = None) -> RunResult:
+    """Compose and run; the run directory defaults to `outputs/<date>/<time>` under `start_dir`."""
+    start = Path(start_dir or Path.cwd()).resolve()
+    cfg = compose(overrides)
+    if run_dir is None:
+        now = _dt.datetime.now()
+        run_dir = start / "outputs" / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S-%f")
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(run_dir / "trtpipe.log")
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] %(message)s"))
+    log.addHandler(handler)
+    try:
+        return execute(cfg, run_dir, start, list(overrides))
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str]) -> RunResult:
+    """Run a composed config into `run_dir`: the one path both the API and the CLI take."""
+    from trtpipe.config.check import check_config
+    from trtpipe.runner.pipeline import run_pipeline
+
+    try:
+        check_config(cfg, overrides)
+        outcome = run_pipeline(cfg, run_dir, start_dir, overrides)
+    except UserError:
+        remove_run_leftovers(run_dir)
+        raise
+    result = _result(outcome, run_dir)
+    if not result.ok:
+        raise PipelineFailed(result, str(outcome.error) if outcome.error else "the pipeline failed")
+    return result
+
+
+def remove_run_leftovers(run_dir: Path) -> None:
+    """A run stopped by a user error before any stage leaves nothing behind.
+
+    Decision: only what the run itself created is removed (Hydra's `.hydra/`, the log
+    file), and the directory only if it is then empty, so a user-chosen directory with
+    other files is never emptied.
+    """
+    import shutil
+
+    shutil.rmtree(run_dir / ".hydra", ignore_errors=True)
+    (run_dir / "trtpipe.log").unlink(missing_ok=True)
+    try:
+        run_dir.rmdir()
+    except OSError:
+        pass
+
+
+def _result(outcome, run_dir: Path) -> RunResult:
+    import json
+
+    manifest = outcome.manifest.to_json()
+    stages = [
+        StageResult(s["name"], s["status"], s["key"], s["seconds"],
+                    {kind: run_dir / o["path"] for kind, o in s["outputs"].items()},
+                    s["summary"], s["reason"], s["error"])
+        for s in manifest["stages"]
+    ]
+    validation = None
+    for stage in stages:
+        if "report" in stage.outputs:
+            validation = json.loads(stage.outputs["report"].read_text())
+    return RunResult(run_dir, outcome.exit_code, stages, validation, manifest)

@@ -1,0 +1,115 @@
+"""Optimization profiles: per-input min/opt/max shapes, checked against the ONNX graph.
+
+Decisions:
+- The check needs no TensorRT: the dynamic inputs are read from the ONNX graph, so a
+  model with dynamic inputs and no profile is a user error on every machine, naming
+  each input with its shape and showing the config to write.
+- A profile must give every dynamic input, with the model's rank, the model's static
+  dimensions, and min <= opt <= max per dimension. Static inputs may be omitted.
+- Profiles stay plain data (lists of ints) until the builder turns them into
+  Polygraphy `Profile` objects; the trtexec renderer uses the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import onnx
+
+from trtpipe.errors import UserError
+
+ShapeSpec = Mapping[str, Sequence[int]]  # {"min": [...], "opt": [...], "max": [...]}
+KEYS = ("min", "opt", "max")
+
+
+def input_shapes(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
+    """Graph inputs that must be fed -> dims (int, the dim_param name, or None when unknown)."""
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    shapes: dict[str, list[int | str | None]] = {}
+    for value in model.graph.input:
+        if value.name in initializers or not value.type.HasField("tensor_type"):
+            continue
+        dims = value.type.tensor_type.shape.dim
+        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in dims]
+    return shapes
+
+
+def dynamic_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
+    return {name: dims for name, dims in input_shapes(model).items() if any(not isinstance(d, int) for d in dims)}
+
+
+def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, ShapeSpec]]) -> list[dict]:
+    """The profiles as {input: {min, opt, max: list[int]}}; UserError with the full key when wrong."""
+    shapes, dynamic = input_shapes(model), dynamic_inputs(model)
+    if dynamic and not profiles:
+        listed = ", ".join(f"{name} {_shape_text(dims)}" for name, dims in dynamic.items())
+        example = ",".join(f"{name}:{{min:[..],opt:[..],max:[..]}}" for name in dynamic)
+        raise UserError(
+            f"the model has dynamic inputs ({listed}) and build.profiles is empty",
+            f"give min/opt/max shapes for each of them, e.g. build.profiles=[{{{example}}}]",
+        )
+    result = []
+    for index, profile in enumerate(profiles or ()):
+        where = f"build.profiles[{index}]"
+        if not isinstance(profile, Mapping):
+            raise UserError(f"{where} is not a mapping of input name -> {{min, opt, max}}",
+                            "write each profile as {input_name: {min: [...], opt: [...], max: [...]}}")
+        unknown = sorted(set(profile) - set(shapes))
+        if unknown:
+            raise UserError(f"{where} names {unknown}, which are not inputs of the model "
+                            f"(its inputs: {sorted(shapes)})", "use the model's input names")
+        missing = [name for name in dynamic if name not in profile]
+        if missing:
+            raise UserError(f"{where} lacks the dynamic input(s) {missing}",
+                            "give min/opt/max shapes for every dynamic input in every profile")
+        result.append({name: _checked_spec(f"{where}.{name}", spec, shapes[name]) for name, spec in profile.items()})
+    return result
+
+
+def _checked_spec(where: str, spec, dims: list) -> dict[str, list[int]]:
+    if not isinstance(spec, Mapping) or sorted(spec) != sorted(KEYS):
+        raise UserError(f"{where} must have exactly the keys min, opt, max", f"write {where}={{min:[..],opt:[..],max:[..]}}")
+    shapes = {}
+    for key in KEYS:
+        values = spec[key]
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or \
+                not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise UserError(f"{where}.{key} is {values!r}, not a list of non-negative integers", "write e.g. [1, 3, 224, 224]")
+        if len(values) != len(dims):
+            raise UserError(f"{where}.{key} has rank {len(values)}, the input has rank {len(dims)} {_shape_text(dims)}",
+                            "give one size per dimension")
+        for axis, (value, dim) in enumerate(zip(values, dims)):
+            if isinstance(dim, int) and value != dim:
+                raise UserError(f"{where}.{key}[{axis}] is {value}, but that dimension is fixed at {dim} {_shape_text(dims)}",
+                                f"use {dim} there")
+        shapes[key] = [int(v) for v in values]
+    for axis in range(len(dims)):
+        low, opt, high = (shapes[key][axis] for key in KEYS)
+        if not low <= opt <= high:
+            raise UserError(f"{where}: dimension {axis} has min {low}, opt {opt}, max {high}",
+                            "make min <= opt <= max for every dimension")
+    return shapes
+
+
+def opt_shapes(profiles: Sequence[Mapping[str, ShapeSpec]], index: int = 0) -> dict[str, list[int]]:
+    """Input name -> opt shape of one profile: the shapes validation feeds when inputs don't say."""
+    if not profiles:
+        return {}
+    return {name: list(spec["opt"]) for name, spec in profiles[index].items()}
+
+
+def profile_fitting(shapes: Mapping[str, Sequence[int]], ranges: Sequence[Mapping[str, ShapeSpec]]) -> int | None:
+    """Index of the first profile whose [min, max] contains every given input shape."""
+    for index, profile in enumerate(ranges):
+        if all(_fits(shapes[name], spec) for name, spec in profile.items() if name in shapes):
+            return index
+    return None
+
+
+def _fits(shape: Sequence[int], spec: ShapeSpec) -> bool:
+    return len(shape) == len(spec["min"]) and all(
+        low <= size <= high for size, low, high in zip(shape, spec["min"], spec["max"]))
+
+
+def _shape_text(dims: Sequence) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"

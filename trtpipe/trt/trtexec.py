@@ -1,0 +1,130 @@
+"""The trtexec command lines equivalent to a trtpipe build, for TensorRT 10.x and 11.x.
+
+Flag names are those of trtexec's help text (TensorRT samples/common/sampleOptions.cpp,
+BuildOptions/SystemOptions/ReportingOptions::help): --onnx, --saveEngine,
+--minShapes/--optShapes/--maxShapes (one set per `--profile=N`), --memPoolSize=pool:size
+(pools workspace|dlaSRAM|dlaLocalDRAM|dlaGlobalDRAM|tacticSharedMem, base-2 suffixes,
+MiB by default), --noTF32, --stronglyTyped, --precisionConstraints=obey,
+--layerPrecisions/--layerOutputTypes=name:type[,...], --builderOptimizationLevel,
+--timingCacheFile, --profilingVerbosity=detailed, --exportLayerInfo, --staticPlugins,
+--skipInference.
+
+TensorRT 11.x (migration guide "Migrating trtexec Usage from TensorRT 10.x to 11.x"):
+--fp16/--bf16/--int8/--best are removed, --stronglyTyped is no longer needed (always on),
+and with the OBEY/PREFER precision-constraint builder flags removed, so are
+--precisionConstraints/--layerPrecisions/--layerOutputTypes. Assumption (not stated
+by the guide): --noTF32 remains, as BuilderFlag.TF32 is not among the removed APIs.
+
+Paths are relative (the model next to the command, the timing cache under
+`timing_cache/`): the file is an artifact and must not depend on where the cache lives.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+
+from trtpipe.trt.seam import BuildOptions
+
+# trtpipe's pool names (TensorRT's MemoryPoolType, lower case) -> trtexec's. TACTIC_DRAM has no flag.
+TRTEXEC_POOLS = {
+    "workspace": "workspace",
+    "dla_managed_sram": "dlaSRAM",
+    "dla_local_dram": "dlaLocalDRAM",
+    "dla_global_dram": "dlaGlobalDRAM",
+    "tactic_shared_memory": "tacticSharedMem",
+}
+PLAN_PRECISION_TYPES = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}
+MAJORS = (10, 11)
+
+
+def trtexec_args(major: int, options: BuildOptions, plan: Mapping, *, model: str = "model.onnx",
+                 engine: str = "model.engine", layer_info: str = "layer_info.json",
+                 timing_cache: str | None = None, float_outputs: Mapping[str, int] | None = None) -> list[str]:
+    args = ["trtexec", f"--onnx={model}", f"--saveEngine={engine}"]
+    legacy = options.precision_mode == "constraints" and major < 11
+    if legacy:
+        args += _legacy_precision_args(plan, float_outputs or {})
+    elif major < 11:
+        args.append("--stronglyTyped")
+    for index, profile in enumerate(options.profiles):
+        if len(options.profiles) > 1:
+            args.append(f"--profile={index}")
+        for key in ("min", "opt", "max"):
+            args.append(f"--{key}Shapes=" + ",".join(f"{_quoted(name)}:{'x'.join(map(str, spec[key]))}"
+                                                    for name, spec in profile.items()))
+    if not options.tf32:
+        args.append("--noTF32")
+    if options.builder_optimization_level is not None:
+        args.append(f"--builderOptimizationLevel={options.builder_optimization_level}")
+    pools = [f"{TRTEXEC_POOLS[name]}:{_size(size)}" for name, size in options.memory_pool_limits.items()
+             if name in TRTEXEC_POOLS]
+    if pools:
+        args.append("--memPoolSize=" + ",".join(pools))
+    if timing_cache:
+        args.append(f"--timingCacheFile={timing_cache}")
+    args += [f"--staticPlugins={plugin}" for plugin in options.plugins]
+    args += ["--profilingVerbosity=detailed", f"--exportLayerInfo={layer_info}", "--skipInference"]
+    return args
+
+
+def trtexec_file(options: BuildOptions, plan: Mapping, *, in_use: str | None, model_sha256: str,
+                 timing_cache: str | None = None, float_outputs: Mapping[str, int] | None = None) -> str:
+    """The `trtexec` artifact: a commented shell snippet with one command per TensorRT major."""
+    in_use_major = int(in_use.split(".")[0]) if in_use and in_use.split(".")[0].isdigit() else None
+    lines = [
+        "# Equivalent trtexec command lines for this trtpipe build stage.",
+        f"# model.onnx: the ONNX the build consumed (sha256 {model_sha256}); run from its directory.",
+        f"# TensorRT in use: {in_use or 'none (the build was deferred)'}",
+    ]
+    if options.timing_cache is not None or timing_cache:
+        lines.append("# The timing cache file is kept by trtpipe under <cache.dir>/timing_cache/.")
+    for major in MAJORS:
+        marker = "  <- in use" if major == in_use_major else ""
+        lines += ["", f"# TensorRT {major}.x{marker}"]
+        if major >= 11:
+            lines.append("# Strongly typed is the only mode: no --fp16, --stronglyTyped, --precisionConstraints, "
+                         "--layerPrecisions.")
+            if options.precision_mode == "constraints":
+                lines.append("# build.precision_mode=constraints is not available on 11.x; "
+                             "this builds the strongly typed engine.")
+        elif options.precision_mode == "constraints":
+            lines.append("# Legacy constraints mode: only layers named exactly like their ONNX node are listed; "
+                         "trtexec cannot reach the extra <node>_<N> layers (trtpipe's build does).")
+        args = trtexec_args(major, options, plan, timing_cache=timing_cache, float_outputs=float_outputs)
+        lines.append(" \\\n    ".join(shlex.quote(arg) for arg in args))
+    return "\n".join(lines) + "\n"
+
+
+def _legacy_precision_args(plan: Mapping, float_outputs: Mapping[str, int]) -> list[str]:
+    precisions, output_types, bf16 = [], [], False
+    for node in plan.get("nodes", []):
+        precision = PLAN_PRECISION_TYPES.get(node.get("precision"))
+        name = node.get("name", "")
+        if precision is None or any(c in name for c in ",:*"):
+            continue  # kept as authored / no float output; or a name trtexec's spec grammar cannot hold
+        bf16 = bf16 or precision == "bf16"
+        precisions.append(f"{name}:{precision}")
+        count = float_outputs.get(name, 1)
+        if count:
+            output_types.append(f"{name}:{'+'.join([precision] * count)}")
+    args = ["--fp16"] + (["--bf16"] if bf16 else []) + ["--precisionConstraints=obey"]
+    if precisions:
+        args += ["--layerPrecisions=" + ",".join(precisions), "--layerOutputTypes=" + ",".join(output_types)]
+    return args
+
+
+def _quoted(name: str) -> str:
+    """trtexec shape specs allow input names wrapped in single quotes (ex: 'Input:0')."""
+    return f"'{name}'" if any(c in name for c in ",:") else name
+
+
+def _size(size: int) -> str:
+    for suffix, unit in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return f"{size}B"
+
+
+def commands_for(options: BuildOptions, plan: Mapping, **kwargs) -> dict[int, Sequence[str]]:
+    return {major: trtexec_args(major, options, plan, **kwargs) for major in MAJORS}

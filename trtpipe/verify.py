@@ -1,0 +1,131 @@
+"""`trtpipe-verify RUN_DIR_OR_MANIFEST`: rebuild a recorded run and prove (or refute)
+that the same model and config give the same artifacts.
+
+The manifest holds the resolved config and, per stage, the key material (stage,
+version, config, input digests, tool versions). The pipeline is re-run from that
+config into a fresh run directory with a fresh cache (or `--use-cache`), and each
+stage's key and output digests are compared with the recorded ones. A stage is
+`identical`, or `drifted` with the reason: the changed input digest, config value or
+tool version, named by comparing the recorded and the new key material.
+
+Exit codes: 0 identical, 1 drift, 2 a bad manifest or a missing model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from trtpipe.errors import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, UserError
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="trtpipe-verify", description=__doc__.split("\n\n")[0])
+    parser.add_argument("manifest", help="a run directory or its manifest.json")
+    parser.add_argument("--model", help="the model file, when it moved since the recorded run")
+    parser.add_argument("--use-cache", action="store_true", help="verify against the recorded cache directory")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    args = parser.parse_args(argv)
+    try:
+        verdict = verify(Path(args.manifest), model=args.model, use_cache=args.use_cache)
+    except UserError as error:
+        print(f"trtpipe-verify: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+    if args.json:
+        print(json.dumps(verdict))
+    else:
+        for stage in verdict["stages"]:
+            print(f"  {stage['name']:15} {stage['verdict']:10} {stage['reason'] or ''}")
+        print(f"trtpipe-verify: {'identical' if verdict['identical'] else 'DRIFTED'}; rebuilt in {verdict['run_dir']}")
+    sys.exit(EXIT_OK if verdict["identical"] else EXIT_FAILED)
+
+
+def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = False) -> dict:
+    from omegaconf import OmegaConf
+
+    from trtpipe.api import PipelineFailed, execute
+    from trtpipe.config.store import register_configs
+    from trtpipe.runner.hashing import artifact_digest
+
+    recorded = _read_manifest(manifest_path)
+    register_configs()
+    config = json.loads(json.dumps(recorded["config"]))
+    source = recorded["source"]
+    notes = []
+    if source.get("builtin") is None:
+        path = Path(model or source["path"])
+        if not path.is_file():
+            raise UserError(f"the recorded model {path} does not exist", "give its new location with --model PATH")
+        if artifact_digest(path) != source["sha256"]:
+            notes.append(f"model file {path} differs from the recorded one (sha256 {source['sha256'][:12]}…)")
+        config["model"]["path"] = str(path.resolve())
+    work = Path(tempfile.mkdtemp(prefix="trtpipe-verify-"))
+    if not use_cache:
+        config["cache"]["dir"] = str(work / "cache")
+    run_dir = work / "run"
+    run_dir.mkdir()
+    cfg = OmegaConf.create(config)
+    try:
+        result = execute(cfg, run_dir, Path.cwd(), list(recorded.get("overrides", [])))
+    except PipelineFailed as failed:
+        result = failed.result
+    new_stages = {s["name"]: s for s in result.manifest["stages"]}
+    stages = [_compare(old, new_stages.get(old["name"])) for old in recorded["stages"]]
+    identical = not notes and all(s["verdict"] == "identical" for s in stages)
+    return {"identical": identical, "notes": notes, "stages": stages, "run_dir": str(run_dir),
+            "environment": _environment_changes(recorded, result.manifest)}
+
+
+def _compare(old: dict, new: dict | None) -> dict:
+    """Key, key material and output digests must all agree.
+
+    Decision: the material is compared too, not only its hash: a manifest edited by
+    hand (a faked tool version) keeps its old key, and only the material shows it.
+    """
+    from trtpipe.runner.explain import changed_paths
+
+    name = old["name"]
+    if new is None:
+        return {"name": name, "verdict": "drifted", "reason": "the stage did not run in the rebuild"}
+    changes = changed_paths(old.get("material") or {}, new.get("material") or {})
+    if old.get("key") == new.get("key") and not changes and _digests(old) == _digests(new):
+        return {"name": name, "verdict": "identical", "reason": None}
+    if changes:
+        changes.sort(key=lambda c: (not c[0].startswith("inputs."), c[0]))
+        shown = "; ".join(f"{path}: {json.dumps(a)} -> {json.dumps(b)}" for path, a, b in changes[:3])
+        more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
+        return {"name": name, "verdict": "drifted", "reason": shown + more}
+    if old.get("key") != new.get("key"):
+        return {"name": name, "verdict": "drifted", "reason": "key changed, and the manifest records no material"}
+    differing = [kind for kind in _digests(old) if _digests(old)[kind] != _digests(new).get(kind)]
+    return {"name": name, "verdict": "drifted",
+            "reason": f"same key, different outputs {differing}: the stage is not deterministic"}
+
+
+def _digests(stage: dict) -> dict:
+    return {kind: output["sha256"] for kind, output in (stage.get("outputs") or {}).items()}
+
+
+def _environment_changes(old: dict, new: dict) -> dict:
+    keys = ("trtpipe", "python", "platform")
+    changes = {k: [old.get(k), new.get(k)] for k in keys if old.get(k) != new.get(k)}
+    for tool in sorted(set(old.get("tools", {})) | set(new.get("tools", {}))):
+        if old.get("tools", {}).get(tool) != new.get("tools", {}).get(tool):
+            changes[f"tools.{tool}"] = [old.get("tools", {}).get(tool), new.get("tools", {}).get(tool)]
+    return changes
+
+
+def _read_manifest(path: Path) -> dict:
+    path = path / "manifest.json" if path.is_dir() else path
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot read manifest {path} ({error})", "give a run directory or its manifest.json") from None
+    missing = [key for key in ("config", "stages", "source") if key not in manifest]
+    if missing or not isinstance(manifest.get("stages"), list):
+        raise UserError(f"{path} is not a trtpipe manifest (missing {missing or ['stages']})",
+                        "give the manifest.json written by a trtpipe run")
+    return manifest
