@@ -85,4 +85,7 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise
         raise config_error(error) from error
-    return max(exit_codes, default=EXIT_OK)
+    from trtpipe.runner.sweep_summary import SweepSummary
+
+    # Jobs run by other processes (joblib, submitit) report through their manifests.
+    return max([*exit_codes, SweepSummary.last_exit_code], default=EXIT_OK)

@@ -1,0 +1,91 @@
+"""Schema of the `build.*` config node (the TensorRT build stage), and its checked form.
+
+Decision: typed where Hydra can check it at compose time; `profiles` and
+`memory_pool_limits` are typed Any so a whole profile can be given on the command
+line (`build.profiles=[{x:{min:[1,8],opt:[4,8],max:[8,8]}}]`), like precision.rules.
+Their fields are checked with the full key by `build_options` (and, for profiles,
+against the ONNX graph by trtpipe.trt.profiles).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from trtpipe.errors import UserError
+
+ON_MISSING = ("defer", "error")
+AUDIT = ("warn", "error")
+PRECISION_MODES = ("strongly_typed", "constraints")
+MEMORY_POOLS = ("workspace", "dla_managed_sram", "dla_local_dram", "dla_global_dram", "tactic_dram",
+                "tactic_shared_memory")
+
+
+@dataclass
+class BuildConfig:
+    # Without TensorRT or a CUDA device: `defer` finishes as `deferred` with the trtexec
+    # commands and a script to build on a GPU machine; `error` fails the run (exit 1).
+    on_missing: str = "defer"
+    # A node the plan keeps FP32 that the engine runs in low precision: warn | error (exit 1).
+    audit: str = "warn"
+    # strongly_typed: the mixed-precision ONNX decides every type (TensorRT 10.x and 11.x).
+    # constraints: TensorRT 10.x only; FP16 flag plus the plan's precision on every layer
+    # of each node, with OBEY_PRECISION_CONSTRAINTS.
+    precision_mode: str = "strongly_typed"
+    # One entry per optimization profile: {input name: {min: [..], opt: [..], max: [..]}}.
+    # Required for models with dynamic inputs; validate feeds profile 0's opt shapes.
+    profiles: List[Any] = field(default_factory=list)
+    # 0..5; null: TensorRT's default (3).
+    builder_optimization_level: Optional[int] = None
+    # Pool (workspace, tactic_shared_memory, dla_*) -> limit: an integer in MiB, or a
+    # string with a base-2 suffix ("512M", "4G").
+    memory_pool_limits: Dict[str, Any] = field(default_factory=dict)
+    # TF32 for FP32 MatMul/Conv: off by default, so FP32 nodes mean FP32 arithmetic.
+    tf32: bool = False
+    # Plugin libraries (.so) loaded before parsing.
+    plugins: List[str] = field(default_factory=list)
+    # Share tactic timings across builds in <cache.dir>/timing_cache/, per GPU/driver/CUDA/TensorRT.
+    timing_cache: bool = True
+
+
+def checked_choice(config: Mapping, key: str, choices: tuple[str, ...]) -> str:
+    value = config.get(key)
+    if value not in choices:
+        raise UserError(f"build.{key} is {value!r}", f"use one of: {', '.join(choices)}")
+    return value
+
+
+def memory_pool_bytes(limits: Mapping[str, Any]) -> dict[str, int]:
+    """{pool: bytes}, from MiB integers or "512M"/"4G"/"64K"/"1024B" strings."""
+    result = {}
+    for pool, value in (limits or {}).items():
+        if pool not in MEMORY_POOLS:
+            raise UserError(f"build.memory_pool_limits names the pool {pool!r}", f"use one of: {', '.join(MEMORY_POOLS)}")
+        result[pool] = _bytes(f"build.memory_pool_limits.{pool}", value)
+    return result
+
+
+def _bytes(where: str, value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value * 2**20
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)(?:i?B)?\s*", str(value), re.IGNORECASE)
+    if isinstance(value, str) and match and float(match.group(1)) > 0:
+        unit = {"": 2**20, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2).upper()]
+        if str(value).strip().upper().endswith("B") and not match.group(2):
+            unit = 1
+        return int(float(match.group(1)) * unit)
+    raise UserError(f"{where} is {value!r}", 'give MiB as an integer, or a size like "512M" or "4G"')
+
+
+def check_plugins(plugins) -> list[str]:
+    if not all(isinstance(p, str) and p for p in plugins or ()):
+        raise UserError(f"build.plugins is {plugins!r}", "list plugin library paths as strings")
+    return list(plugins or ())
+
+
+def check_optimization_level(level) -> int | None:
+    if level is not None and (not isinstance(level, int) or isinstance(level, bool) or not 0 <= level <= 5):
+        raise UserError(f"build.builder_optimization_level is {level!r}", "use an integer from 0 to 5, or null")
+    return level

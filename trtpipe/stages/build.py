@@ -1,0 +1,177 @@
+"""build: the TensorRT engine of the mixed-precision ONNX, and an audit of the precision it runs.
+
+Decisions:
+- TensorRT is reached only through the seam (`trtpipe.trt.backend()`); tests pass a
+  test double as `BuildEngine(backend=...)`. This module imports nothing heavy.
+- Without TensorRT or a CUDA device the stage is `deferred`, not failed (unless
+  `build.on_missing=error`): it writes the trtexec commands for TensorRT 10.x and 11.x
+  and a script that builds the same engine later on a GPU machine. `produces` lists
+  only what every outcome has (`trtexec`); a built engine adds engine, layer_info,
+  audit and build_log.
+- The cache key must change with the GPU, driver, CUDA and TensorRT: `key_facts()` is
+  what the runner adds to this stage's key material.
+- A failed audit (`build.audit=error`) is a verdict like validation's: the engine and
+  the audit are cached and published, then the run exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from trtpipe.errors import StageFailed, UserError
+from trtpipe.stages.base import Stage, StageOutcome
+
+if TYPE_CHECKING:
+    from trtpipe.trt.seam import TensorRTBackend
+
+ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
+    "model.engine", "layer_info.json", "precision_audit.json", "trtexec.txt", "build.log", "audit.txt")
+_FLOAT_TYPES = {1, 10, 11, 16}  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+class BuildEngine(Stage):
+    name = "build"
+    version = "1"
+    consumes = ("model", "plan")
+    produces = ("trtexec",)  # always; engine, layer_info, audit, build_log when an engine was built
+    tools = ("onnx", "polygraphy")
+    # The stage reads trtpipe's cache directory (for the timing cache) from config["cache_dir"],
+    # which the runner supplies outside the key material.
+    uses_cache_dir = True
+
+    def __init__(self, backend: TensorRTBackend | None = None) -> None:
+        self._backend = backend
+
+    @property
+    def backend(self) -> TensorRTBackend:
+        if self._backend is None:
+            from trtpipe.trt import backend
+
+            self._backend = backend()
+        return self._backend
+
+    @classmethod
+    def key_facts(cls, backend: TensorRTBackend | None = None) -> dict:
+        """GPU name, compute capability, driver, CUDA and TensorRT versions (None where unknown)."""
+        if backend is None:
+            from trtpipe.trt import backend as real_backend
+
+            backend = real_backend()
+        return backend.environment().key_facts()
+
+    def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
+        import onnx
+
+        from trtpipe.runner.hashing import artifact_digest
+        from trtpipe.trt.profiles import checked_profiles
+        from trtpipe.trt.trtexec import trtexec_file
+
+        options = _options(config)
+        model = onnx.load(str(inputs["model"]), load_external_data=False)
+        options = _replace(options, profiles=tuple(checked_profiles(model, config.get("profiles") or [])))
+        plan = json.loads(Path(inputs["plan"]).read_text())
+        backend = self.backend
+        availability, environment = backend.availability(), backend.environment()
+        facts = environment.key_facts()
+        timing = None
+        if config.get("timing_cache", True) and availability.available:
+            from trtpipe.trt.timing_cache import cache_dir_from, timing_cache_file
+
+            timing = timing_cache_file(cache_dir_from(config), facts)
+            options = _replace(options, timing_cache=timing.path)
+        model_sha = artifact_digest(Path(inputs["model"]))
+        timing_name = (f"timing_cache/{timing.path.name}" if timing else "timing.cache") \
+            if config.get("timing_cache", True) else None
+        (out_dir / TRTEXEC).write_text(trtexec_file(
+            options, plan, in_use=environment.tensorrt if availability.available else None,
+            model_sha256=model_sha, timing_cache=timing_name, float_outputs=_float_outputs(model)))
+        if not availability.available:
+            return _deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])), out_dir)
+        if options.precision_mode == "constraints" and (environment.tensorrt_major or 0) >= 11:
+            from trtpipe.trt.builder import constraints_unavailable
+
+            raise UserError(constraints_unavailable(environment.tensorrt), "set build.precision_mode=strongly_typed")
+        result = backend.build(Path(inputs["model"]), plan, options)
+        return _built(result, plan, model, config, facts, out_dir)
+
+
+def _options(config: Mapping):
+    from trtpipe.config.build_schema import (AUDIT, ON_MISSING, PRECISION_MODES, check_optimization_level,
+                                             check_plugins, checked_choice, memory_pool_bytes)
+    from trtpipe.trt.seam import BuildOptions
+
+    checked_choice(config, "on_missing", ON_MISSING)
+    checked_choice(config, "audit", AUDIT)
+    return BuildOptions(
+        precision_mode=checked_choice(config, "precision_mode", PRECISION_MODES),
+        builder_optimization_level=check_optimization_level(config.get("builder_optimization_level")),
+        memory_pool_limits=memory_pool_bytes(config.get("memory_pool_limits") or {}),
+        tf32=bool(config.get("tf32", False)),
+        plugins=tuple(str(Path(p).expanduser().absolute()) for p in check_plugins(config.get("plugins"))),
+    )
+
+
+def _replace(options, **changes):
+    from dataclasses import replace
+
+    return replace(options, **changes)
+
+
+def _deferred(availability, config: Mapping, model_sha: str, plan_sha: str, out_dir: Path) -> StageOutcome:
+    from trtpipe.trt.deferred import SCRIPT_NAME, build_script
+
+    if config["on_missing"] == "error":
+        raise StageFailed(f"build: no engine can be built here: {availability.problem} "
+                          f"(build.on_missing=error demands one). Fix: {availability.fix}")
+    (out_dir / SCRIPT_NAME).write_text(build_script(model_sha, plan_sha, config))
+    return StageOutcome(
+        outputs={"trtexec": TRTEXEC, "build_script": SCRIPT_NAME},
+        status="deferred",
+        summary=f"DEFERRED, no engine built: {availability.problem}. trtexec commands: build/{TRTEXEC}; "
+                f"on a GPU machine: python build/{SCRIPT_NAME}",
+        details={"problem": availability.problem, "fix": availability.fix},
+    )
+
+
+def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_dir: Path) -> StageOutcome:
+    from trtpipe.graph.parser_names import parser_names
+    from trtpipe.trt.audit import audit_document, audit_engine, audit_table
+    from trtpipe.trt.inspector_json import parse_engine_information
+
+    (out_dir / ENGINE).write_bytes(result.engine_bytes)
+    (out_dir / LAYER_INFO).write_text(result.inspector_json)
+    (out_dir / LOG).write_text(result.log)
+    engine = parse_engine_information(result.inspector_json)
+    node_outputs = {name: [t for t in node.output if t] for name, node in parser_names(model.graph.node).items()}
+    rows = audit_engine(plan, engine, node_outputs)
+    document = audit_document(rows, engine)
+    (out_dir / AUDIT).write_text(json.dumps(document, indent=2) + "\n")
+    (out_dir / TABLE).write_text(audit_table(rows))
+    violations = document["violations"]
+    failed = None
+    if violations and config["audit"] == "error":
+        failed = (f"precision audit: {len(violations)} node(s) the plan keeps FP32 run in low precision in the "
+                  f"engine ({', '.join(violations[:5])}{', ...' if len(violations) > 5 else ''}); "
+                  f"see build/{AUDIT}")
+    gpu = facts.get("gpu_name") or "unknown GPU"
+    return StageOutcome(
+        outputs={"engine": ENGINE, "layer_info": LAYER_INFO, "audit": AUDIT, "trtexec": TRTEXEC, "build_log": LOG},
+        summary=f"TensorRT {result.tensorrt_version} on {gpu}: {len(engine.layers)} engine layers; audit: "
+                f"{len(rows)} FP32 nodes, {len(violations)} violation(s)",
+        details={"environment": dict(facts), "inspector_schema": engine.schema, "audit": document["totals"]},
+        console_file=TABLE,
+        failed=failed,
+    )
+
+
+def _float_outputs(model) -> dict[str, int]:
+    """Node name (as the parser names layers) -> number of float outputs (unknown types count as float)."""
+    from trtpipe.graph.parser_names import parser_names
+
+    graph = model.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.output, *graph.value_info]
+             if v.type.HasField("tensor_type")}
+    return {name: sum(1 for t in node.output if t and types.get(t, 1) in _FLOAT_TYPES)
+            for name, node in parser_names(graph.node).items()}
