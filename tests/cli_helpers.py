@@ -26,7 +26,7 @@ class Run:
 
 
 def run_trtpipe(workdir: Path, *overrides: str, cache: Path | None = None, run_name: str = "run",
-                env: dict | None = None, timeout: float = 300) -> Run:
+                env: dict | None = None, timeout: float = 300, preexec_fn=None) -> Run:
     """`python -m trtpipe` with cwd=workdir, so the installed package (not the checkout) runs."""
     run_dir = workdir / "runs" / run_name
     environment = {**os.environ, "TRTPIPE_CACHE": str(cache or workdir / "cache"), **(env or {})}
@@ -34,7 +34,8 @@ def run_trtpipe(workdir: Path, *overrides: str, cache: Path | None = None, run_n
     command = [sys.executable, "-m", "trtpipe", *overrides]
     if not any(o.startswith(("-m", "--multirun", "--cfg", "--info", "-c", "-i", "--shell")) for o in overrides):
         command.append(f"hydra.run.dir={run_dir}")
-    done = subprocess.run(command, cwd=workdir, env=environment, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(command, cwd=workdir, env=environment, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=preexec_fn)
     return Run(done.returncode, done.stdout, done.stderr, run_dir)
 
 

@@ -94,3 +94,13 @@ def test_rule_on_an_integer_node_changes_nothing():
     ruled, decisions, _ = plan("transformer", rules={"shape": rule("op_type", "Cast")})
     casts = [n for n, d in decisions.items() if d.reason.startswith("Cast")]
     assert casts and all(ruled[n] == "keep" for n in casts)
+
+
+def test_a_rule_entirely_overridden_by_a_later_one_is_an_error():
+    with pytest.raises(UserError, match="precision rule 'all_softmax' has no effect.*'softmax_fp16'"):
+        plan("transformer", rules={"all_softmax": rule("op_type", "Softmax", "fp32"),
+                                   "softmax_fp16": rule("regex", ".*/Softmax", "fp16")})
+    # Partly overridden is fine: the earlier rule still decides some nodes.
+    ruled, _, _ = plan("transformer", rules={"all_softmax": rule("op_type", "Softmax", "fp32"),
+                                             "one_fp16": rule("regex", ".*layer\\.1.*/Softmax", "fp16")})
+    assert ruled["/encoder/layer.0/attention/self/Softmax"] == "fp32"

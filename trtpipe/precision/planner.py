@@ -50,11 +50,36 @@ def plan_precision(
         _apply_auto(decisions, {n: (f"normalization group: {label}", None) for n, label in groups.items()})
     for match in matches:
         _apply_rule(net, decisions, match)
+    _check_effective(matches, decisions, config["on_unmatched"])
     if default in LOW_PRECISIONS:
         smooth_islands(net, decisions, int(auto["island_size"]))
     for name, value in observed.items():
         decisions[name].observed_max_abs = value
     return decisions, matches
+
+
+def _check_effective(matches: list[RuleMatch], decisions: dict[str, Decision], on_unmatched: str) -> None:
+    """A rule every node of which a later rule sets to another precision has no effect.
+
+    Decision: that is the same silent no-op as a rule matching nothing, so it is treated
+    the same way (an error unless precision.on_unmatched=warn), naming the winners.
+    """
+    from trtpipe.errors import UserError
+
+    for index, match in enumerate(matches):
+        own = f"rule {match.rule.name} ("
+        targets = [n for n in match.nodes if decisions[n].source != "structure"]
+        if not targets or any(decisions[n].reason.startswith(own) for n in targets):
+            continue
+        winners = sorted({m.rule.name for m in matches[index + 1:] if set(m.nodes) & set(targets)})
+        if not winners or all(decisions[n].precision == match.rule.precision for n in targets):
+            continue
+        message = (f"precision rule '{match.rule.name}' has no effect: every node it matches is set to another "
+                   f"precision by the later rule(s) {', '.join(repr(w) for w in winners)}")
+        fix = "remove one of them or narrow its pattern (later rules override earlier ones)"
+        if on_unmatched == "error":
+            raise UserError(message, fix)
+        log.warning("%s (ignored: precision.on_unmatched=warn)", message)
 
 
 def _initial(net: Network, name: str, default: str, authored: dict[str, str]) -> Decision:

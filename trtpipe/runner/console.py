@@ -28,8 +28,8 @@ class PipelineLines(logging.Filter):
     quiet = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING or self.quiet:
-            return False
+        if not logging.INFO <= record.levelno < logging.WARNING or self.quiet:
+            return False  # debug detail (tracebacks) is for the log file only
         if record.name == PIPELINE_LOGGER:
             return True
         return self.verbose and record.name.startswith(PIPELINE_LOGGER + ".")

@@ -12,7 +12,8 @@ from pathlib import Path
 from trtpipe.errors import UserError
 
 # Errors the user fixes on their side (disk full, read-only or forbidden location).
-_USER_FIXABLE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+# EFBIG: a file-size limit (ulimit -f, quota) reached.
+_USER_FIXABLE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -67,7 +67,7 @@ class OrtSession:
             self._tmp = tempfile.TemporaryDirectory(prefix="trtpipe_validate_")
             source = str(Path(self._tmp.name) / "model.onnx")
             save_model(model, Path(source), external_threshold_bytes=0)
-        self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        self.session = _session(source, options)
         self.output_names = [output.name for output in self.session.get_outputs()]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -114,3 +114,24 @@ def _numpy_dtype(ort_type: str) -> np.dtype | None:
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _session(source, options) -> "ort.InferenceSession":
+    """An ONNX Runtime session; an op ONNX Runtime does not know is the user's to resolve.
+
+    Decision: trtpipe runs the model on the CPU to measure activations and to validate;
+    a custom op (a TensorRT plugin's domain, say) cannot run there. That is not a defect
+    of trtpipe: say which op, and how to proceed without running it.
+    """
+    try:
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # ORT raises its own pybind exception types
+        text = " ".join(str(error).split())
+        if "is not a registered function/op" in text or "No Op registered for" in text:
+            op = text.split("Fatal error:")[-1].split(" is not")[0].strip() if "Fatal error:" in text else text[-120:]
+            raise UserError(
+                f"ONNX Runtime cannot run this model: op {op} is not registered (a custom op?)",
+                "register its custom-op library with ONNX Runtime, or run without the model-running parts: "
+                "precision.auto.max_abs=null and remove validate from stages",
+            ) from None
+        raise
