@@ -153,5 +153,5 @@ def _publish_outputs(entry: CacheEntry, stage_name: str, run_dir: Path) -> dict[
         link_or_copy(entry.directory / name, stage_dir / name)
     return {
         kind: {"path": f"{stage_name}/{value['file']}", "sha256": value["sha256"]}
-        for kind, value in entry.record["outputs"].items()
+        for kind, value in sorted(entry.record["outputs"].items())  # same order for ran and cached
     }
