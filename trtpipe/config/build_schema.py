@@ -44,7 +44,8 @@ class BuildConfig:
     memory_pool_limits: Dict[str, Any] = field(default_factory=dict)
     # TF32 for FP32 MatMul/Conv: off by default, so FP32 nodes mean FP32 arithmetic.
     tf32: bool = False
-    # Plugin libraries (.so) loaded before parsing.
+    # Plugin libraries (.so) loaded before parsing; relative paths are relative to the
+    # directory trtpipe was started in.
     plugins: List[str] = field(default_factory=list)
     # Share tactic timings across builds in <cache.dir>/timing_cache/, per GPU/driver/CUDA/TensorRT.
     timing_cache: bool = True

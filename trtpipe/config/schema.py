@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from trtpipe.config.build_schema import BuildConfig
+
 
 @dataclass
 class ModelConfig:
@@ -137,7 +139,7 @@ class ToleranceConfig:
 class ValidateConfig:
     # emulated: the mixed-precision ONNX with every FP16 tensor truly rounded;
     # tensorrt: the built engine (when the build stage produced one).
-    candidates: List[str] = field(default_factory=lambda: ["emulated"])
+    candidates: List[str] = field(default_factory=lambda: ["emulated", "tensorrt"])
     tolerance: ToleranceConfig = field(default_factory=ToleranceConfig)
     # Per-output overrides: output name -> {max_abs, max_rel, cosine_min, psnr_min}.
     # Typed Any so a whole override can be given on the command line (like precision.rules).
@@ -153,12 +155,13 @@ class ValidateConfig:
 @dataclass
 class TrtpipeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    stages: List[str] = field(default_factory=lambda: ["sanitize", "upgrade_opset", "precision", "validate"])
+    stages: List[str] = field(default_factory=lambda: ["sanitize", "upgrade_opset", "precision", "build", "validate"])
     cache: CacheConfig = field(default_factory=CacheConfig)
     sanitize: SanitizeConfig = field(default_factory=SanitizeConfig)
     upgrade_opset: UpgradeOpsetConfig = field(default_factory=UpgradeOpsetConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     promote_outputs: PromoteOutputsConfig = field(default_factory=PromoteOutputsConfig)
+    build: BuildConfig = field(default_factory=BuildConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     data: DataConfig = field(default_factory=DataConfig)
     # Print full tracebacks for errors (also enabled by TRTPIPE_DEBUG=1).

@@ -25,6 +25,7 @@ _STAGE_SCHEMAS = {
     "upgrade_opset": schema.UpgradeOpsetConfig,
     "precision": schema.PrecisionConfig,
     "promote_outputs": schema.PromoteOutputsConfig,
+    "build": schema.BuildConfig,
     "validate": schema.ValidateConfig,
 }
 

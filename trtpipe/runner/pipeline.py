@@ -95,6 +95,8 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
     if stage.uses_data:
         config["data"] = data
     inputs = {kind: artifacts[kind] for kind in stage.consumes}
+    # Optional inputs (validate's engine): used when an earlier stage produced them.
+    inputs.update({kind: artifacts[kind] for kind in stage.optional_consumes if kind in artifacts})
     material = {
         "stage": stage.name,
         "version": stage.version,
@@ -102,6 +104,11 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
         "inputs": {kind: artifact.sha256 for kind, artifact in inputs.items()},
         "tools": tool_versions(stage.tools),
     }
+    facts = stage.key_facts()
+    if facts:  # e.g. GPU, driver, CUDA and TensorRT: an engine is never reused across them
+        material["environment"] = facts
+    if stage.uses_cache_dir:  # where shared state lives (timing cache); not part of the key
+        config = {**config, "cache_dir": str(cache.root)}
     record = StageRecord(stage.name, "failed", inputs=material["inputs"], material=material)
     started = time.perf_counter()
 

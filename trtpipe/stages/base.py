@@ -45,6 +45,15 @@ class Stage:
     tools: ClassVar[tuple[str, ...]] = ()
     # Stages that run the model receive the resolved `data` block in config["data"].
     uses_data: ClassVar[bool] = False
+    # Inputs used when an earlier stage produced them (validate's engine candidate).
+    optional_consumes: ClassVar[tuple[str, ...]] = ()
+    # Stages with shared state in the cache (the timing cache) receive config["cache_dir"].
+    uses_cache_dir: ClassVar[bool] = False
+
+    @classmethod
+    def key_facts(cls) -> dict:
+        """Facts of this machine that change the outputs (GPU, driver...): part of the key."""
+        return {}
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         raise NotImplementedError

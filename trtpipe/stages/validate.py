@@ -24,6 +24,8 @@ class ValidateAccuracy(Stage):
     version = "2"  # 2: accuracy.png
     consumes = ("model", "reference")
     produces = ("report",)
+    # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
+    optional_consumes = ("engine",)
     tools = ("onnx", "onnxruntime", "numpy", "protobuf")
     uses_data = True
 
@@ -54,8 +56,15 @@ class ValidateAccuracy(Stage):
                 runner = EmulatedRunner(candidate_model)
                 runs = [runner.run(feeds_i) for feeds_i in feeds]
                 verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances))
+            elif candidate == "tensorrt" and "engine" in inputs:
+                from trtpipe.trt import backend
+
+                runs = backend().run(inputs["engine"], feeds)
+                verdicts.append(compare_candidate("tensorrt", reference_runs, runs, outputs, tolerances))
+            elif candidate == "tensorrt":
+                notes.append("candidate tensorrt: no engine was built (no build stage, or the build was deferred)")
             else:
-                notes.append(f"candidate {candidate}: no engine was built (the build stage is not in this run)")
+                notes.append(f"candidate {candidate}: unknown (use emulated or tensorrt)")
         report = {
             "passed": all(v.passed for v in verdicts),
             "candidates": [v.to_json() for v in verdicts],

@@ -30,6 +30,6 @@ __all__ = [
 
 def backend() -> TensorRTBackend:
     """The real backend (TensorRT through Polygraphy). Selecting it imports nothing heavy."""
-    from trtpipe.trt.backend import PolygraphyBackend
+    from trtpipe.trt.polygraphy_backend import PolygraphyBackend
 
     return PolygraphyBackend()

@@ -2,7 +2,9 @@
 
 Decision (after Polygraphy's lazy importer): a missing TensorRT is reported with the
 module name, the original error and what to install, never as a bare ImportError.
-The check imports `tensorrt` only when called, never at import time.
+The check imports `tensorrt` only when called, never at import time. When neither
+libcudart nor nvidia-smi can count the devices, the build is attempted (and fails
+with TensorRT's own message) rather than deferred on a guess.
 """
 
 from __future__ import annotations

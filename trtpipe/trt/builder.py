@@ -14,6 +14,8 @@ TensorRT docs):
 - `CreateConfig(tf32, fp16, bf16, profiles=[Profile], precision_constraints="obey",
   load_timing_cache=path, profiling_verbosity, memory_pool_limits={MemoryPoolType: bytes},
   builder_optimization_level)`: backend/trt/config.py.
+- Build log: Polygraphy's logger (and TensorRT's, which Polygraphy forwards to it, INFO as VERBOSE)
+  prints to sys.stdout at call time, so it is captured at VERBOSE with redirect_stdout.
 - `EngineBytesFromNetwork(network, config, save_timing_cache=path)` merges the timing
   cache under a file lock; `EngineFromBytes(bytes)` deserializes.
 - `engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON)`
@@ -43,8 +45,7 @@ POOL_TYPES = ("workspace", "dla_managed_sram", "dla_local_dram", "dla_global_dra
 
 def build_engine(onnx_path: Path, plan: Mapping, options: BuildOptions) -> BuildResult:
     trt = import_tensorrt()
-    from polygraphy.backend.trt import (CreateConfig, EngineBytesFromNetwork, EngineFromBytes, LoadPlugins,
-                                        NetworkFromOnnxPath, PostprocessNetwork, Profile)
+    from polygraphy.backend.trt import EngineBytesFromNetwork, EngineFromBytes
     from polygraphy.exception import PolygraphyException
     from polygraphy.logger import G_LOGGER
 
@@ -53,6 +54,28 @@ def build_engine(onnx_path: Path, plan: Mapping, options: BuildOptions) -> Build
     if legacy and major >= 11:
         raise UserError(constraints_unavailable(trt.__version__), "set build.precision_mode=strongly_typed")
     notes: list[str] = []
+    captured = io.StringIO()
+    try:
+        with G_LOGGER.verbosity(G_LOGGER.VERBOSE), contextlib.redirect_stdout(captured), \
+                contextlib.redirect_stderr(captured):
+            network, config = _loaders(trt, onnx_path, plan, options, legacy, notes)
+            timing_cache = str(options.timing_cache) if options.timing_cache else None
+            engine_bytes = EngineBytesFromNetwork(network, config=config, save_timing_cache=timing_cache)()
+            engine = EngineFromBytes(engine_bytes)()
+            inspector = engine.create_engine_inspector()
+            information = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+    except PolygraphyException as error:
+        raise StageFailed(f"TensorRT could not build the engine: {error}. Build log:\n{_tail(captured.getvalue())}") \
+            from error
+    log = captured.getvalue() + ("\n".join(notes) + "\n" if notes else "")
+    return BuildResult(engine_bytes=bytes(engine_bytes), inspector_json=str(information), log=log,
+                       tensorrt_version=trt.__version__)
+
+
+def _loaders(trt, onnx_path: Path, plan: Mapping, options: BuildOptions, legacy: bool, notes: list[str]):
+    """The lazy network loader and the builder config (nothing runs until the engine loader calls them)."""
+    from polygraphy.backend.trt import CreateConfig, LoadPlugins, NetworkFromOnnxPath, PostprocessNetwork, Profile
+
     strongly_typed = not legacy and hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED")
     network = NetworkFromOnnxPath(str(onnx_path), strongly_typed=strongly_typed)
     if options.plugins:
@@ -72,22 +95,7 @@ def build_engine(onnx_path: Path, plan: Mapping, options: BuildOptions) -> Build
         load_timing_cache=str(options.timing_cache) if options.timing_cache else None,
         profiling_verbosity=trt.ProfilingVerbosity.DETAILED,
     )
-    captured = io.StringIO()
-    try:
-        with G_LOGGER.verbosity(G_LOGGER.INFO), contextlib.redirect_stdout(captured), \
-                contextlib.redirect_stderr(captured):
-            engine_bytes = EngineBytesFromNetwork(
-                network, config=config,
-                save_timing_cache=str(options.timing_cache) if options.timing_cache else None)()
-            engine = EngineFromBytes(engine_bytes)()
-            inspector = engine.create_engine_inspector()
-            information = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
-    except PolygraphyException as error:
-        raise StageFailed(f"TensorRT could not build the engine: {error}. Build log:\n{_tail(captured.getvalue())}") \
-            from error
-    log = captured.getvalue() + ("\n".join(notes) + "\n" if notes else "")
-    return BuildResult(engine_bytes=bytes(engine_bytes), inspector_json=str(information), log=log,
-                       tensorrt_version=trt.__version__)
+    return network, config
 
 
 def constraints_unavailable(version: str) -> str:

@@ -60,6 +60,7 @@ def main(argv=None):
     plan = args.plan or from_manifest(here.parent, PLAN_SHA256)
     if model is None or plan is None:
         parser.error("cannot find the model/plan of this run by sha256; give --model and --plan")
+    from trtpipe.errors import TrtpipeError
     from trtpipe.runner.hashing import artifact_digest
     from trtpipe.stages.build import BuildEngine
 
@@ -67,7 +68,11 @@ def main(argv=None):
         if artifact_digest(path) != digest:
             print(f"warning: {{path}} is not the file the deferred build saw (sha256 differs)", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
-    outcome = BuildEngine().run({{"model": model, "plan": plan}}, BUILD_CONFIG, args.out)
+    try:
+        outcome = BuildEngine().run({{"model": model, "plan": plan}}, BUILD_CONFIG, args.out)
+    except TrtpipeError as error:
+        print(f"build failed: {{error}}", file=sys.stderr)
+        return error.exit_code
     print(f"build: {{outcome.status}}  {{outcome.summary}}")
     if outcome.console_file:
         print((args.out / outcome.console_file).read_text(), end="")

@@ -1,7 +1,7 @@
 """The one narrow interface between trtpipe and TensorRT.
 
 Decision: everything trtpipe asks of TensorRT goes through `TensorRTBackend`
-(four methods). The real implementation (`trtpipe.trt.backend.PolygraphyBackend`)
+(four methods). The real implementation (`trtpipe.trt.polygraphy_backend.PolygraphyBackend`)
 imports `tensorrt` lazily, through Polygraphy's loaders; stage tests hand the build
 stage a test double at exactly this seam (`tests/trt/fake_tensorrt.py`) instead of
 patching `tensorrt`. This module imports nothing heavy, so it is safe everywhere.
