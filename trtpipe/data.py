@@ -15,7 +15,9 @@ from trtpipe.errors import UserError
 from trtpipe.runner.hashing import sha256_file
 
 
-def resolved_data(data: Mapping, builtin: str | None, start_dir: Path) -> dict:
+def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shapes: Mapping | None = None) -> dict:
+    """`opt_shapes`: input -> shape from the build's first profile, used where a spec gives no shape
+    (validation then feeds the shapes the engine is optimised for)."""
     inputs: dict = {}
     if builtin is not None:
         from trtpipe.models import BUILTIN_INPUT_SPECS
@@ -23,6 +25,9 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path) -> dict:
         inputs = {name: dict(spec) for name, spec in BUILTIN_INPUT_SPECS.get(builtin, {}).items()}
     for name, spec in (data.get("inputs") or {}).items():
         inputs[name] = {**inputs.get(name, {}), **{k: v for k, v in spec.items() if v is not None}}
+    for name, shape in (opt_shapes or {}).items():
+        if not inputs.get(name, {}).get("shape"):
+            inputs[name] = {**inputs.get(name, {}), "shape": list(shape)}
     resolved = {"seed": int(data["seed"]), "iterations": int(data["iterations"]), "inputs": inputs,
                 "path": None, "sha256": None}
     if data.get("path"):

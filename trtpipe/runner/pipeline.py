@@ -70,7 +70,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     artifacts = {SOURCE_KIND: source}
-    data = resolved_data(cfg.data, None if cfg.model.path else cfg.model.builtin, start_dir)
+    data = resolved_data(cfg.data, None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
     for stage in stages:
@@ -162,3 +162,13 @@ def _publish_outputs(entry: CacheEntry, stage_name: str, run_dir: Path) -> dict[
         kind: {"path": f"{stage_name}/{value['file']}", "sha256": value["sha256"]}
         for kind, value in sorted(entry.record["outputs"].items())  # same order for ran and cached
     }
+
+
+def _opt_shapes(cfg: DictConfig) -> dict:
+    """The build's first profile's opt shapes (sample inputs of dynamic models default to them)."""
+    build = cfg.get("build")
+    if build is None or not build.get("profiles"):
+        return {}
+    from trtpipe.trt.profiles import opt_shapes  # no tensorrt import: plain shape bookkeeping
+
+    return opt_shapes(OmegaConf.to_container(build.profiles, resolve=True))
