@@ -370,3 +370,22 @@ def test_pow_exponent_follows_the_base_precision_for_tensorrt():
     session = onnxruntime.InferenceSession(mixed.SerializeToString(), providers=["CPUExecutionProvider"])
     out = session.run(None, {"x": np.full((2, 3), 3.0, np.float32)})[0]
     assert np.allclose(out, 9.0)
+
+
+def test_shape_of_an_fp16_tensor_needs_no_cast():
+    """Shape reads any float type: no FP16 -> FP32 Cast in front of it (bench/README.md)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from trtpipe.precision.materialize import materialize
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    s = helper.make_tensor_value_info("s", TensorProto.INT64, [2])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Shape", ["r"], ["s"], name="shape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu2")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y, s]), ir_version=8,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    mixed, report = materialize(model, {"relu": "fp16", "shape": "keep", "relu2": "fp16"})
+    onnx.checker.check_model(mixed, full_check=True)
+    assert report["casts_added"]["count"] == 2  # the graph input and output boundaries only

@@ -91,6 +91,8 @@ def decide_node_types(
     """The types `node` reads and produces under `precision` (see module docstring)."""
     if precision == KEEP and node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
         return _kept_cast(node, types)
+    if precision == KEEP and not any(types.get(name) in RETYPABLE for name in node.output if name):
+        return _without_float_output(node, types, opsets)
     if precision == KEEP or node.op_type in AUTHOR_TYPED_OPS:
         return as_authored(node, types)
     if any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute):
@@ -107,6 +109,31 @@ def as_authored(node: onnx.NodeProto, types: dict[str, int], reason: str = "") -
     inputs = [exactly(types[name]) if types.get(name) in RETYPABLE else None for name in node.input]
     outputs = [types.get(name) for name in node.output]
     return NodeTypes(inputs, outputs, None, [reason] if reason else [])
+
+
+def _without_float_output(node: onnx.NodeProto, types: dict[str, int], opsets: dict[str, int]) -> NodeTypes:
+    """A node with no float output (Shape, Size, a comparison...) keeps its types, except
+    that an input whose type variable binds nothing else is read as it arrives.
+
+    Decision: Shape(x) is the same whether x is FP16 or FP32; demanding the authored
+    FP32 put a Cast in front of every Shape of an FP16 tensor (measured: 192 needless
+    Casts in a 48-layer encoder, see bench/README.md).
+    """
+    kept = as_authored(node, types)
+    opset = opsets.get(node.domain)
+    rules = op_type_rules(node.domain, node.op_type, opset) if opset is not None else None
+    if rules is None or any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute):
+        return kept
+    inputs_of, outputs_of = _bindings(node, rules)
+    for variable, indices in inputs_of.items():
+        lone = len(indices) == 1 and not outputs_of.get(variable)
+        if lone and variable in rules.float_types_of_variable and kept.inputs[indices[0]] is not None:
+            authored = types[node.input[indices[0]]]
+            kept.inputs[indices[0]] = Requirement(
+                rules.float_types_of_variable[variable], authored,
+                f"{rules.describe()} input {indices[0]} is read in the type its producer gives it",
+            )
+    return kept
 
 
 def _kept_cast(node: onnx.NodeProto, types: dict[str, int]) -> NodeTypes:
