@@ -79,7 +79,9 @@ class AutoPrecisionConfig:
     normalization: bool = True
     softmax: bool = False
     # Absorb isolated low-precision islands of at most this many cheap nodes (0: off).
-    island_size: int = 0
+    # 2 by default: an island that small between FP32 nodes costs two Casts and saves
+    # nothing (e.g. the `1 - mask` Sub between an int->float Cast and the FP32 mask Mul).
+    island_size: int = 2
 
 
 @dataclass

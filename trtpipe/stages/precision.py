@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "3"  # 2: optional search; 3: search.json without wall-clock times
+    version = "4"  # 2: optional search; 3: search.json without wall-clock times; 4: max_rel floor
     consumes = ("model",)
     produces = ("model", "plan")
     tools = ("onnx", "onnxruntime", "numpy", "protobuf")
