@@ -1,0 +1,141 @@
+"""BERT-like encoders of any depth, for the scaling series of `precision_vs_autocast.py`.
+
+`build_encoder(layers)` is the built-in `transformer` model (trtpipe/models/transformer.py)
+with `layers` post-LN layers instead of 2: the same embeddings with outlier
+channels, the same FP32-min attention mask, the same decomposed LayerNorms,
+attention, GELU FFN and pooler, at hidden size 64 and sequence length 16.
+So every encoder has the built-in model's FP16 hazards (LayerNorm variance
+overflow, mask constant), only more of them, and needs the same precision plan.
+
+Decisions:
+- The layer pieces are the built-in model's own builders (`_linear`,
+  `_layer_norm`, `_erf_gelu`, `_embeddings`, `_extended_attention_mask`,
+  `_pooler`, `_reading_residual_std`), imported rather than copied, so that
+  the series measures the model trtpipe ships; only the attention is written
+  here (see next point). Those names are private to trtpipe.models.transformer:
+  if one changes, this benchmark breaks loudly at import, which is the wanted
+  failure (it must not drift silently).
+- The batch dimension is dynamic, as `torch.onnx.export(dynamic_axes=...)`
+  writes a deployable BERT: each head split and merge computes its Reshape
+  target as `x.size()[:-1] + (heads, head_dim)`, i.e. Shape -> Slice -> Concat,
+  which the sanitize stage's constant folding cannot fold. Besides being what
+  real exports look like (an integer shape path through every layer, which a
+  precision tool must leave alone), it gives the graph the precision stage
+  converts about 46 nodes per layer after LayerNorm fusion; with static
+  shapes it would be 34, and the 48-layer model would have ~1,650 nodes, short
+  of the 2,000 the scaling series asks for.
+- Deterministic to the byte: the same `np.random.RandomState` seed as the
+  built-in model and weights drawn in build order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from trtpipe.models._builders import GraphBuilder, seeded_rng
+from trtpipe.models.transformer import (
+    FFN,
+    HEAD_DIM,
+    HEADS,
+    HIDDEN,
+    OPSET,
+    SEED,
+    SEQUENCE_LENGTH,
+    VOCAB_SIZE,
+    _embeddings,
+    _erf_gelu,
+    _extended_attention_mask,
+    _layer_norm,
+    _linear,
+    _pooler,
+    _reading_residual_std,
+    _scope,
+)
+
+# Integer inputs need a spec (ids, mask) and the dynamic batch a size: batch 1.
+INPUT_SPECS = {
+    "input_ids": {"low": 0, "high": VOCAB_SIZE, "dtype": "int64", "shape": [1, SEQUENCE_LENGTH]},
+    "attention_mask": {"low": 0, "high": 2, "dtype": "int64", "shape": [1, SEQUENCE_LENGTH]},
+}
+
+
+def build_encoder(layers: int) -> onnx.ModelProto:
+    """A post-LN BERT-like encoder with `layers` layers and a dynamic batch (module docstring)."""
+    rng = seeded_rng(SEED)
+    builder = GraphBuilder()
+    hidden = _embeddings(builder, rng)
+    mask = _extended_attention_mask(builder)
+    for index in range(layers):
+        hidden = _encoder_layer(builder, rng, f"encoder.layer.{index}", hidden, mask)
+    builder.rename_tensor(hidden, "last_hidden_state")
+    _pooler(builder, rng, "last_hidden_state")
+    return builder.model(
+        f"bert_like_encoder_{layers}_layers",
+        inputs=[
+            _dynamic_batch_info("input_ids", TensorProto.INT64, [SEQUENCE_LENGTH]),
+            _dynamic_batch_info("attention_mask", TensorProto.INT64, [SEQUENCE_LENGTH]),
+        ],
+        outputs=[
+            _dynamic_batch_info("last_hidden_state", TensorProto.FLOAT, [SEQUENCE_LENGTH, HIDDEN]),
+            _dynamic_batch_info("pooler_output", TensorProto.FLOAT, [HIDDEN]),
+        ],
+        opset=OPSET,
+        doc_string=f"BERT-like encoder, {layers} layers, hidden {HIDDEN}, dynamic batch (trtpipe bench)",
+    )
+
+
+def _dynamic_batch_info(name: str, elem_type: int, shape: list[int]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem_type, ["batch", *shape])
+
+
+def _encoder_layer(builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, mask: str) -> str:
+    """The built-in model's post-LN layer (same weight scales), with the dynamic-batch attention."""
+    attention = _self_attention(builder, rng, f"{prefix}.attention.self", x, mask)
+    attention = _linear(builder, rng, f"{prefix}.attention.output.dense", attention, (HIDDEN, HIDDEN), 0.3)
+    x = builder.node("Add", _scope(f"{prefix}.attention.output"), [attention, x])
+    x = _layer_norm(builder, rng, f"{prefix}.attention.output.LayerNorm", x)
+    intermediate = _linear(
+        builder, rng, f"{prefix}.intermediate.dense", x, (HIDDEN, FFN), _reading_residual_std(2.0)
+    )
+    intermediate = _erf_gelu(builder, _scope(f"{prefix}.intermediate.intermediate_act_fn"), intermediate)
+    output = _linear(builder, rng, f"{prefix}.output.dense", intermediate, (FFN, HIDDEN), 1.5)
+    x = builder.node("Add", _scope(f"{prefix}.output"), [output, x])
+    return _layer_norm(builder, rng, f"{prefix}.output.LayerNorm", x)
+
+
+def _self_attention(builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, mask: str) -> str:
+    """BertSelfAttention as exported with a dynamic batch: Reshape targets come from Shape."""
+    scope = _scope(prefix)
+    query_key_std = _reading_residual_std(1.5)
+    query = _linear(builder, rng, f"{prefix}.query", x, (HIDDEN, HIDDEN), query_key_std)
+    key = _linear(builder, rng, f"{prefix}.key", x, (HIDDEN, HIDDEN), query_key_std)
+    value = _linear(builder, rng, f"{prefix}.value", x, (HIDDEN, HIDDEN), 0.01)
+
+    def reshape_keeping_leading(tensor: str, drop_last: int, new_tail: list[int]) -> str:
+        """`tensor.view(tensor.size()[:-drop_last] + new_tail)`: Shape -> Slice -> Concat -> Reshape."""
+        shape = builder.node("Shape", scope, [tensor])
+        starts = builder.constant(scope, np.array([0], dtype=np.int64))
+        ends = builder.constant(scope, np.array([-drop_last], dtype=np.int64))
+        axes = builder.constant(scope, np.array([0], dtype=np.int64))
+        leading = builder.node("Slice", scope, [shape, starts, ends, axes])
+        tail = builder.constant(scope, np.array(new_tail, dtype=np.int64))
+        target = builder.node("Concat", scope, [leading, tail], axis=0)
+        return builder.node("Reshape", scope, [tensor, target])
+
+    def split_heads(tensor: str, perm: list[int]) -> str:
+        reshaped = reshape_keeping_leading(tensor, 1, [HEADS, HEAD_DIM])
+        return builder.node("Transpose", scope, [reshaped], perm=perm)
+
+    key_heads = split_heads(key, [0, 2, 3, 1])  # key.transpose(-1, -2) folded in, as the exporter does
+    value_heads = split_heads(value, [0, 2, 1, 3])
+    query_heads = split_heads(query, [0, 2, 1, 3])
+    scores = builder.node("MatMul", scope, [query_heads, key_heads])
+    sqrt_head_dim = builder.constant(scope, np.array(np.sqrt(HEAD_DIM), dtype=np.float32))
+    scores = builder.node("Div", scope, [scores, sqrt_head_dim])
+    scores = builder.node("Add", scope, [scores, mask])
+    probabilities = builder.node("Softmax", scope, [scores], axis=-1)
+    context = builder.node("MatMul", scope, [probabilities, value_heads])
+    context = builder.node("Transpose", scope, [context], perm=[0, 2, 1, 3])
+    return reshape_keeping_leading(context, 2, [HIDDEN])
