@@ -33,7 +33,15 @@ def external_data_model(path: Path) -> None:
     (path.parent / "weights.bin").unlink()
 
 
+def dynamic_model(path: Path) -> None:
+    node = helper.make_node("Relu", ["x"], ["y"], name="/relu")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
 SETUP = {
+    "dynamic.onnx": dynamic_model,
     "empty.onnx": lambda p: p.write_bytes(b""),
     "truncated.onnx": lambda p: p.write_bytes(b"\x08\x07\x12\x05trtpi\x3a\xff\xff\xff"),
     "notes.onnx": lambda p: p.write_text("these are my notes, not a model\n"),
@@ -50,6 +58,11 @@ CASES = [
     ("not an ONNX file", ["model.path=notes.onnx"], 2, "notes.onnx"),
     ("external data file missing", ["model.path=external.onnx"], 2, "weights.bin"),
     ("unknown op domain", ["model.path=custom.onnx"], 2, "com.acme:Foo"),
+    ("dynamic shapes with no profile", ["model.path=dynamic.onnx",
+                                        "+data.inputs.x={low:-1,high:1,dtype:float32,shape:[2,4]}"],
+     2, "build.profiles is empty"),
+    ("dynamic shapes with no sample shape", ["model.path=dynamic.onnx"], 2, "data.inputs.x.shape"),
+    ("a new map entry without +", ["data.inputs.x={low:0}"], 2, "+data.inputs.x"),
     ("invalid regex", ["+recipe=transformer_fp16",
                        RULE.format(name="bad", match="regex", pattern="/encoder/(", precision="fp32")],
      2, "precision.rules.bad.pattern"),

@@ -46,6 +46,7 @@ def _check_values(cfg: DictConfig) -> None:
     """Values the schema's types cannot express: enumerations and regexes."""
     from trtpipe.precision.rules import compile_rules
 
+    _check_input_specs(cfg)
     precision = cfg.get("precision")
     if precision is None:
         return
@@ -53,6 +54,23 @@ def _check_values(cfg: DictConfig) -> None:
     _one_of("precision.on_unmatched", precision.on_unmatched, ("error", "warn"))
     _one_of("precision.auto.constants", precision.auto.constants, ("keep_fp32", "saturate", "off"))
     compile_rules(OmegaConf.to_container(precision.rules, resolve=True))
+
+
+def _check_input_specs(cfg: DictConfig) -> None:
+    """Each data.inputs entry against InputSpec, with the full key."""
+    from trtpipe.config.schema import InputSpec
+
+    data = cfg.get("data")
+    for name, spec in ((data.get("inputs") if data is not None else None) or {}).items():
+        key = f"data.inputs.{name}"
+        if not isinstance(spec, DictConfig):
+            raise UserError(f"{key} is {spec!r}, not an input spec", "write {low: ..., high: ..., dtype: ..., shape: [...]}")
+        try:
+            OmegaConf.merge(OmegaConf.structured(InputSpec), spec)
+        except OmegaConfBaseException as error:
+            detail = " ".join(str(getattr(error, "msg", error)).split("full_key:")[0].split())
+            raise UserError(f"{key} is not a valid input spec: {detail}",
+                            "an input spec has low, high, dtype and shape") from None
 
 
 def _one_of(key: str, value, allowed: tuple[str, ...]) -> None:
@@ -82,6 +100,11 @@ def _key_error(error: OmegaConfBaseException) -> UserError:
     if "not in" in message or "not in struct" in message:
         parent, _, leaf = full_key.rpartition(".")
         valid = _valid_keys(parent)
+        if not valid and parent:  # a mapping whose keys are the user's (data.inputs, precision.rules)
+            return UserError(
+                f"config key '{full_key}' is a new entry of '{parent}'",
+                f"add new entries with a leading +, e.g. +{full_key}=...",
+            )
         close = get_close_matches(leaf, valid, n=3)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         where = f"under '{parent}'" if parent else "at the top level"

@@ -63,8 +63,11 @@ class DataConfig:
     seed: int = 0
     # Feed dicts generated per run (each stage that runs the model uses all of them).
     iterations: int = 2
-    # Per input name. For built-in models, realistic ranges are filled in automatically.
-    inputs: Dict[str, InputSpec] = field(default_factory=dict)
+    # Per input name: {low, high, dtype, shape} (the fields of InputSpec). For built-in
+    # models, realistic ranges are filled in automatically. Typed Any (like
+    # precision.rules) so `+data.inputs.NAME={low:0,high:30522,dtype:int64}` works on the
+    # command line; each entry's fields are checked by trtpipe.config.check.
+    inputs: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -70,7 +70,8 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     artifacts = {SOURCE_KIND: source}
-    data = resolved_data(cfg.data, None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
+    data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True), None if cfg.model.path else cfg.model.builtin,
+                         start_dir, _opt_shapes(cfg))
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
     for stage in stages:
