@@ -29,6 +29,10 @@ class ValidateAccuracy(Stage):
     tools = ("onnx", "onnxruntime", "numpy", "protobuf")
     uses_data = True
 
+    def __init__(self, backend=None) -> None:
+        # The TensorRT seam (trtpipe.trt.backend()); tests pass a double here.
+        self._backend = backend
+
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.data import sample_feeds
         from trtpipe.graph.onnx_io import load_model
@@ -59,7 +63,7 @@ class ValidateAccuracy(Stage):
             elif candidate == "tensorrt" and "engine" in inputs:
                 from trtpipe.trt import backend
 
-                runs = backend().run(inputs["engine"], feeds)
+                runs = (self._backend or backend()).run(inputs["engine"], feeds)
                 verdicts.append(compare_candidate("tensorrt", reference_runs, runs, outputs, tolerances))
             elif candidate == "tensorrt":
                 notes.append("candidate tensorrt: no engine was built (no build stage, or the build was deferred)")
