@@ -36,6 +36,8 @@ class FakeTensorRTBackend:
     outputs: Callable[[Mapping[str, Any]], dict] | None = None
     builds: list[BuildCall] = field(default_factory=list)
     runs: list[tuple[Path, int]] = field(default_factory=list)
+    # What `parsed_layers` returns: (layer name, metadata) pairs, as the parser would make.
+    layers: list[tuple[str, str | None]] = field(default_factory=list)
 
     def availability(self) -> Availability:
         if self.available:
@@ -55,6 +57,9 @@ class FakeTensorRTBackend:
             log="FakeTensorRTBackend: no TensorRT was run\n",
             tensorrt_version=self.environment_facts.tensorrt or "0",
         )
+
+    def parsed_layers(self, onnx_path: Path) -> list[tuple[str, str | None]]:
+        return list(self.layers)
 
     def run(self, engine_path: Path, feeds: Sequence[Mapping[str, Any]]) -> list[dict]:
         if self.outputs is None:

@@ -16,11 +16,16 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "4"  # 2: optional search; 3: search.json without wall-clock times; 4: max_rel floor
+    version = "5"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check
     consumes = ("model",)
     produces = ("model", "plan")
-    tools = ("onnx", "onnxruntime", "numpy", "protobuf")
+    # tensorrt: where it is importable, rules are also checked against the parsed network.
+    tools = ("onnx", "onnxruntime", "numpy", "protobuf", "tensorrt")
     uses_data = True
+
+    def __init__(self, backend=None) -> None:
+        # The TensorRT seam (trtpipe.trt.backend()); tests pass a double here.
+        self._backend = backend
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.data import sample_feeds
@@ -50,6 +55,7 @@ class PlanPrecision(Stage):
         mixed, report = materialize(model, node_precision, keep_io_types=config["keep_io_types"])
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
+        document["tensorrt_check"] = _rules_against_tensorrt(inputs["model"], net, matches, self._backend)
         (out_dir / "precision_plan.json").write_text(json.dumps(document, indent=2) + "\n")
         outputs = {"model": "model.onnx", "plan": "precision_plan.json"}
         if searching:
@@ -59,6 +65,27 @@ class PlanPrecision(Stage):
             summary=summary_line(document) + search_note,
             details={"materialize": {k: v for k, v in report.items() if k != "casts_added"}},
         )
+
+
+def _rules_against_tensorrt(model_path: Path, net, matches, backend) -> dict:
+    """Where TensorRT is importable: rule-matched nodes that produce no layer in the parsed
+    network (folded or absorbed by the parser), so the rule has no effect in the engine."""
+    if not matches:
+        return {"checked": False, "reason": "no precision rules"}
+    from trtpipe.trt import backend as real_backend
+    from trtpipe.trt.layer_names import layers_by_node
+
+    backend = backend or real_backend()
+    availability = backend.availability()
+    if not availability.available:
+        return {"checked": False, "reason": availability.message()}
+    carried = layers_by_node(backend.parsed_layers(model_path), net.nodes)
+    without = {m.rule.name: [n for n in m.nodes if n not in carried] for m in matches}
+    without = {rule: nodes for rule, nodes in without.items() if nodes}
+    for rule, nodes in without.items():
+        log.warning("precision rule %s: %d matched node(s) produce no TensorRT layer (%s): TensorRT's parser "
+                    "folds or absorbs them, so the rule does not act on them", rule, len(nodes), ", ".join(nodes[:3]))
+    return {"checked": True, "rules_without_layers": without}
 
 
 def _search(model, decisions, feeds, config, out_dir: Path):

@@ -27,6 +27,11 @@ class PolygraphyBackend:
 
         return build_engine(Path(onnx_path), plan, options)
 
+    def parsed_layers(self, onnx_path: Path) -> list[tuple[str, str | None]]:
+        from trtpipe.trt.parse import parsed_layers
+
+        return parsed_layers(Path(onnx_path))
+
     def run(self, engine_path: Path, feeds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         from trtpipe.trt.runner import EngineRunner
 

@@ -86,5 +86,8 @@ class TensorRTBackend(Protocol):
     def build(self, onnx_path: Path, plan: Mapping[str, Any], options: BuildOptions) -> BuildResult:
         """Build a serialized engine from the (mixed-precision) ONNX and the precision plan."""
 
+    def parsed_layers(self, onnx_path: Path) -> list[tuple[str, str | None]]:
+        """(layer name, metadata) of the network TensorRT's ONNX parser makes (no build)."""
+
     def run(self, engine_path: Path, feeds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Run the engine once per feed dict; each result maps output name -> numpy array."""
