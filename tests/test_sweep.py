@@ -35,3 +35,13 @@ def test_a_failing_job_makes_the_sweep_exit_non_zero(tmp_path):
     assert run.code == 1, run.stdout + run.stderr
     rows = list(csv.DictReader(open(tmp_path / "sweep" / "summary.csv")))
     assert sorted(row["validation"] for row in rows) == ["FAILED", "passed"]
+
+
+def test_submitit_local_launcher_runs_the_sweep(tmp_path):
+    """The SLURM launcher's local mode: jobs in separate processes, same cache, same summary."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    run = run_trtpipe(tmp_path, "-m", "+recipe=nafnet_fp16", "precision.auto.max_abs=256,4096",
+                      "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", "hydra.sweep.dir=sweep")
+    assert run.code == 0, run.stdout + run.stderr
+    rows = list(csv.DictReader(open(tmp_path / "sweep" / "summary.csv")))
+    assert len(rows) == 2 and {row["validation"] for row in rows} == {"passed"}
