@@ -43,6 +43,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import logging
+
 import numpy as np
 import onnx
 
@@ -57,6 +59,8 @@ from trtpipe.precision.search_trials import Outcome, Trial, TrialRunner, worst_j
 from trtpipe.validate.compare import Tolerances
 
 SEARCHABLE_SOURCES = ("default", "auto", "search")
+
+PROGRESS = logging.getLogger("trtpipe")  # the pipeline logger: its INFO lines reach the console
 
 
 @dataclass
@@ -227,6 +231,10 @@ class _Search:
             seconds=outcome.seconds,
         ))
         self._trial_of[fp32] = self.log[-1]
+        trial = self.log[-1]
+        # Progress on the console: a search runs for seconds to minutes (one line per trial).
+        PROGRESS.info("    search trial %d/%d (%s): %d FP32 nodes, %s", trial.trial, self.max_trials, trial.step,
+                      trial.fp32_count, "passes" if trial.passed else "fails")
         return outcome
 
     def grow(self, ranking: list[Sensitivity], ceiling: frozenset[str] | None) -> frozenset[str] | None:
