@@ -4,7 +4,8 @@ Decisions:
 - Never downgrade: a model at or above the target is returned as it is
   (logged), because a downgrade can only lose ops or attributes.
 - Ops of custom domains are left alone; the converter only touches the
-  default domain, and their opset imports are kept.
+  default domain, and their opset imports are kept. A model that imports no
+  default-domain opset at all is returned as it is.
 - Weights do not travel through the converter: weight tensors (the types of
   `onnx_io.EXTERNAL_ELEMENT_TYPES`) of at least 1 KiB are detached (marked as
   external data with a placeholder location) and put back afterwards by name. The converter copies the whole model
@@ -12,7 +13,8 @@ Decisions:
   time and memory for any large model; no adapter of an upgrade reads them.
 - The IR version is raised to the minimum the new opset needs (opset 17
   needs IR 8), never lowered.
-- A failure is a `UserError` naming the op and the fix.
+- A failure is a `UserError` naming the op and the fix; so is a conversion
+  that would change a graph input or output (the model's interface).
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ def default_opset(model: onnx.ModelProto) -> int:
 def convert_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     """Return `model` converted to opset `target`, or `model` itself when already there."""
     current = default_opset(model)
+    if current == 0:  # only custom domains (ai.onnx.ml, training, plugins): no op the converter knows
+        logger.info("model imports no default-domain opset: nothing to convert to opset %d", target)
+        return model
     if current >= target:
         logger.info("model is at opset %d >= target %d: left as it is (never downgraded)", current, target)
         return model
@@ -51,6 +56,7 @@ def convert_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     except Exception as error:  # the C++ converter raises RuntimeError with an assertion text
         raise _conversion_error(model, current, target, error) from None
     _reattach_weights(converted, detached)
+    _refuse_changed_interface(model, converted, current, target)
     converted.ir_version = max(converted.ir_version, _min_ir_version(converted))
     logger.info("converted model from opset %d to %d", current, target)
     return converted
@@ -84,6 +90,31 @@ def _reattach_weights(model: onnx.ModelProto, detached: dict[str, bytes]) -> Non
     ]
     if leftover:  # an adapter renamed or copied a weight: a bug to hear about, not to hide
         raise RuntimeError(f"opset conversion lost track of weights {leftover[:5]}")
+
+
+def _refuse_changed_interface(model: onnx.ModelProto, converted: onnx.ModelProto, current: int, target: int) -> None:
+    """A conversion must keep every graph input and output as it was (type and shape).
+
+    Some adapters rewrite the interface: Scan 8 -> 9 drops Scan-8's batch axis
+    from the graph inputs and outputs, so the converted model no longer accepts
+    the original's inputs (found by the corpus run on `test_scan_sum`).
+    """
+    after = {value.name: value.type for value in [*converted.graph.input, *converted.graph.output]}
+    for value in [*model.graph.input, *model.graph.output]:
+        if after.get(value.name, value.type) != value.type:
+            users = sorted({node.op_type for node in model.graph.node
+                            if value.name in node.input or value.name in node.output})
+            raise UserError(
+                f"converting from opset {current} to {target} changes graph input/output {value.name!r} "
+                f"(shape {_dims(value.type)} -> {_dims(after[value.name])}, at {', '.join(users) or 'no node'}); "
+                "the converted model would not accept the original's inputs",
+                "remove upgrade_opset from stages, or re-export the model at a newer opset",
+            )
+
+
+def _dims(type_proto: onnx.TypeProto) -> list:
+    shape = type_proto.tensor_type.shape
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in shape.dim]
 
 
 def _min_ir_version(model: onnx.ModelProto) -> int:

@@ -6,9 +6,18 @@ constants (Polygraphy's loaders), strip `value_info` that went stale, infer
 shapes again, write Reshape's `allowzero` default explicitly, save.
 
 Decisions (each with its reason):
-- Polygraphy's `fold_constants` is used as is, with:
-  `partitioning="basic"` so one subgraph that ONNX Runtime cannot evaluate
-  does not stop the rest from folding; `error_ok=True` so a failed pass keeps
+- Polygraphy's `fold_constants` is used as is, twice: first without
+  partitioning (the whole constant subgraph in one ONNX Runtime session:
+  fast, and all that is needed when ONNX Runtime can evaluate it), then with
+  `partitioning="recursive"`, so a subgraph ONNX Runtime cannot evaluate (an
+  op or type its CPU kernels lack) does not stop the rest from folding.
+  Not "basic": onnx-graphsurgeon 0.6.1 retries a failed "basic" partition
+  unchanged until Python's recursion limit (~1000 ONNX Runtime sessions, over
+  a minute, then Polygraphy drops the whole pass), and even without a
+  failure it copies the constant subgraph once per output, quadratic in the
+  number of foldable nodes (corpus: light Inception v2 took 49 s instead of
+  4 s; the bf16 Attention expansions 74 s instead of 0.8 s). Also:
+  `error_ok=True` so a failed pass keeps
   what earlier passes folded; `size_threshold=FOLD_SIZE_THRESHOLD_BYTES` so an
   Expand/Tile of a constant is not materialised into a huge initializer
   (TensorRT folds those at build time anyway); shape inference between passes
@@ -17,6 +26,10 @@ Decisions (each with its reason):
 - onnx-graphsurgeon's folding requires topological order and Polygraphy's
   folding always runs `cleanup()`: folding therefore sorts and removes dead
   nodes even when `toposort`/`cleanup` are off; the report says so.
+- A folded graph that reads tensors nothing produces is dropped for the
+  unfolded one, with a warning: onnx-graphsurgeon (0.6.1) inlines an If whose
+  condition folds but can lose its branch's constants (corpus: the AffineGrid
+  expansions), and the checker would then blame the user's model.
 - Graph inputs are never removed, even unused ones: they are the interface.
 - Model-level fields dropped by graphsurgeon (metadata_props, doc_string) are
   copied back from the source model.
@@ -37,10 +50,13 @@ from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
+from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
 
 logger = logging.getLogger(__name__)
 
 FOLD_SIZE_THRESHOLD_BYTES = 64 << 20
+# Whole constant subgraph in one ONNX Runtime session first, then per output what is left.
+FOLD_PARTITIONINGS = (None, "recursive")
 
 
 def sanitize_model(
@@ -73,7 +89,8 @@ def sanitize_model(
         if infer_shapes:
             model = value_info.infer_shapes(model)
         if fold_constants:
-            model, report["nodes_folded"] = _fold_constants(model, infer_shapes=infer_shapes)
+            model, report["nodes_folded"], warning = _fold_constants(model, infer_shapes=infer_shapes)
+            report["warnings"] += [warning] if warning else []
             if not cleanup:
                 report["warnings"].append("constant folding also removed dead nodes (Polygraphy cleans up after each pass)")
         changed = value_info.changed_producers(
@@ -132,15 +149,33 @@ def _cleanup_and_sort(model: onnx.ModelProto, *, cleanup: bool, toposort: bool) 
     return model_from_graph(graph, like=model)
 
 
-def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int]:
+def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int, str | None]:
     nodes_before = len(model.graph.node)
-    folded = polygraphy_fold_constants(
-        model,
-        do_shape_inference=infer_shapes,
-        partitioning="basic",
-        fold_shapes=True,
-        error_ok=True,
-        size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
-        allow_onnxruntime_shape_inference=False,
-    )
-    return folded, nodes_before - len(folded.graph.node)
+    # onnx-graphsurgeon folds Shape(start, end) into the whole shape: see shape_ranges.
+    ranged_shapes = split_shape_ranges(model)
+    folded = model
+    for partitioning in FOLD_PARTITIONINGS:
+        folded = polygraphy_fold_constants(
+            folded,
+            do_shape_inference=infer_shapes,
+            partitioning=partitioning,
+            fold_shapes=True,
+            error_ok=True,
+            size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
+            allow_onnxruntime_shape_inference=False,
+        )
+    restore_shape_ranges(folded, ranged_shapes)
+    dangling = _dangling_inputs(folded.graph)
+    if dangling:
+        warning = (f"constant folding was undone: it left node inputs that nothing produces ({dangling[0]!r}; "
+                   "onnx-graphsurgeon inlining an If whose condition folds)")
+        restore_shape_ranges(model, ranged_shapes)
+        return model, 0, warning
+    return folded, nodes_before - len(folded.graph.node), None
+
+
+def _dangling_inputs(graph: onnx.GraphProto) -> list[str]:
+    """Main-graph node inputs that are no graph input, initializer or node output."""
+    known = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer}
+    known.update(name for node in graph.node for name in node.output)
+    return [name for node in graph.node for name in node.input if name and name not in known]

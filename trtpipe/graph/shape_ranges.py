@@ -19,12 +19,11 @@ The fix, around folding:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
+import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-import numpy as np
+from trtpipe.graph.gs_bridge import all_graphs
 
 WHOLE_SUFFIX = "__trtpipe_whole_shape"
 START_SUFFIX = "__trtpipe_shape_start"
@@ -35,7 +34,7 @@ INT64_MAX = np.iinfo(np.int64).max
 def split_shape_ranges(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     """Rewrite ranged Shape nodes in place; returns copies of the original nodes."""
     originals = []
-    for graph in _graphs(model.graph):
+    for graph in all_graphs(model.graph):
         nodes = []
         for node in graph.node:
             bounds = _range(node)
@@ -60,7 +59,7 @@ def restore_shape_ranges(model: onnx.ModelProto, originals: list[onnx.NodeProto]
     """Put back each original node whose Shape -> Slice pair is still in `model`; returns how many."""
     by_output = {node.output[0]: node for node in originals}
     restored = 0
-    for graph in _graphs(model.graph):
+    for graph in all_graphs(model.graph):
         producers = {out: node for node in graph.node for out in node.output}
         nodes = []
         for node in graph.node:
@@ -90,13 +89,3 @@ def _range(node: onnx.NodeProto) -> tuple[int, int] | None:
     if not values or values == {"start": 0}:
         return None
     return values.get("start", 0), values.get("end", INT64_MAX)
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _graphs(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _graphs(subgraph)

@@ -24,9 +24,12 @@ float tensors. Which tensors those are comes from the op schema:
   the reason is reported.
 
 `keep` nodes, nodes with subgraphs (If/Loop/Scan: their types live in the
-subgraph), CastLike (an author's cast, like Cast) and ops without a schema keep
-every type exactly as authored; a kept Cast may also read a type its authored
-input type holds exactly (see `_kept_cast`).
+subgraph), CastLike (an author's cast, like Cast), ops without a schema and ops
+outside the default domain keep every type exactly as authored; a kept Cast may
+also read a type its authored input type holds exactly (see `_kept_cast`).
+Other domains (ai.onnx.ml, training; none of them in TensorRT's parser) tie
+typed attributes to their inputs' type (TreeEnsemble's `nodes_splits`), which
+these rules do not model: retyped, such a node fails the checker (corpus run).
 """
 
 from __future__ import annotations
@@ -97,6 +100,9 @@ def decide_node_types(
         return as_authored(node, types)
     if any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute):
         return as_authored(node, types, f"{node.op_type} has subgraphs; their types are kept as authored")
+    if node.domain not in ("", "ai.onnx"):
+        return as_authored(node, types, f"{node.domain}::{node.op_type} is not a default-domain op; "
+                                        "its types are kept as authored")
     opset = opsets.get(node.domain)
     rules = op_type_rules(node.domain, node.op_type, opset) if opset is not None else None
     if rules is None:

@@ -24,6 +24,9 @@ Decisions:
   fail, and the report shows how bad the worst case was.
 - A missing output or a shape that differs from the reference fails the
   output with that reason instead of raising: the report stays complete.
+- A sequence output is compared as its elements' values in order (its shape
+  is the list of their shapes); string outputs must be equal and have no
+  metrics (found by the corpus run: `SplitToSequence` crashed the comparison).
 """
 
 from __future__ import annotations
@@ -174,11 +177,28 @@ def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance
     for index, (reference, candidate) in enumerate(zip(reference_runs, candidate_runs)):
         if output not in candidate:
             return OutputVerdict(None, False, [f"the candidate has no output {output!r}"])
-        ref, cand = np.asarray(reference[output]), np.asarray(candidate[output])
-        if ref.shape != cand.shape:
-            reason = f"shape {list(cand.shape)} differs from the reference's {list(ref.shape)}"
+        (ref, ref_shape), (cand, cand_shape) = _comparable(reference[output]), _comparable(candidate[output])
+        if ref_shape != cand_shape:
+            reason = f"shape {cand_shape} differs from the reference's {ref_shape}"
             return OutputVerdict(None, False, [f"{reason} (iteration {index})"])
+        if ref.dtype.kind in "OSU":  # strings: equal or not, no metric applies
+            if not np.array_equal(ref, cand):
+                return OutputVerdict(None, False, [f"string values differ (iteration {index})"])
+            continue
         per_iteration.append(output_metrics(ref, cand))
+    if not per_iteration:
+        return OutputVerdict(None, True, [])
     metrics = worst_metrics(per_iteration)
     passed, reasons = judge(metrics, tolerance)
     return OutputVerdict(metrics, passed, reasons)
+
+
+def _comparable(value) -> tuple[np.ndarray, list]:
+    """(values, shape): a tensor as it is; a sequence output (a list of tensors) as its
+    elements' values in order, with the list of their shapes as its shape."""
+    if isinstance(value, list):
+        arrays = [np.asarray(element) for element in value]
+        flat = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0, np.float32)
+        return flat, [list(a.shape) for a in arrays]
+    array = np.asarray(value)
+    return array, list(array.shape)

@@ -23,7 +23,9 @@ Decisions:
   a list of feed dicts, as `polygraphy run --save-inputs` writes them, or one
   dict) are checked against the model when it is given: every input present,
   no unknown names, exact dtype, static dimensions equal. A file is data the
-  user controls, so nothing is converted silently.
+  user controls, so nothing is converted silently; the only readings are
+  lossless ones for what a file cannot name (raw bits of bfloat16/float8/int4,
+  text for string inputs; `input_types.py`). Non-tensor inputs are refused first.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from trtpipe.errors import UserError
+from trtpipe.validate.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +82,13 @@ def _stream(seed: int, iteration: int, name: str) -> np.random.RandomState:
 
 def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
     """(name, function drawing the array from a RandomState) for one graph input."""
-    name, dtype = value.name, _declared_dtype(value)
+    name, dtype = value.name, declared_dtype(value)
+    if dtype.kind in "OSU":
+        raise UserError(f"model input {name!r} is a string tensor; strings cannot be generated",
+                        "give its values in data.path (an .npz of np.array(values, dtype=str))")
     shape = _shape(value, spec)
     if spec is None:
-        if dtype.kind != "f":
+        if not is_float(dtype):
             raise UserError(
                 f"model input {name!r} is {dtype} and has no sample-value spec; random values of an "
                 "integer input (ids, masks, indices) would be meaningless",
@@ -94,20 +99,9 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
         spec = {"low": DEFAULT_FLOAT_RANGE[0], "high": DEFAULT_FLOAT_RANGE[1]}
     low, high = _range(name, dtype, spec)
     _check_spec_dtype(name, dtype, spec)
-    if dtype.kind == "f":
+    if is_float(dtype):
         return name, lambda rng: rng.uniform(low, high, size=shape).astype(dtype)
     return name, lambda rng: rng.randint(int(low), int(high), size=shape, dtype=np.int64).astype(dtype)
-
-
-def _declared_dtype(value: onnx.ValueInfoProto) -> np.dtype:
-    elem_type = value.type.tensor_type.elem_type if value.type.HasField("tensor_type") else 0
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except (KeyError, TypeError, ValueError):
-        raise UserError(
-            f"model input {value.name!r} has type {value.type!r}, which cannot be generated",
-            "provide the inputs in a file with data.path",
-        ) from None
 
 
 def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
@@ -174,7 +168,7 @@ def _check_spec_dtype(name: str, dtype: np.dtype, spec: Mapping) -> None:
 
 
 def _kind(dtype: np.dtype) -> str:
-    return "float" if dtype.kind == "f" else "integer"
+    return "float" if is_float(dtype) else "integer"
 
 
 def load_inputs(path: Path, model: onnx.ModelProto | None = None) -> list[dict[str, np.ndarray]]:
@@ -203,7 +197,7 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
             return {name: archive[name] for name in archive.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
         raise UserError(f"data.path {path} is not a readable .npz file ({error})",
-                        "write it with numpy.savez") from None
+                        unreadable_npz_fix(error)) from None
 
 
 def _read_polygraphy_json(path: Path) -> list[dict[str, np.ndarray]]:
@@ -225,6 +219,7 @@ def _read_polygraphy_json(path: Path) -> list[dict[str, np.ndarray]]:
 
 def _check_feeds(feeds: dict[str, np.ndarray], model: onnx.ModelProto, where: str) -> None:
     declared = {value.name: value for value in model_inputs(model)}
+    dtypes = {name: declared_dtype(value) for name, value in declared.items()}  # non-tensor inputs fail here
     missing = sorted(set(declared) - set(feeds))
     if missing:
         raise UserError(f"{where} has no values for model inputs {missing}", "add them to the file")
@@ -233,10 +228,7 @@ def _check_feeds(feeds: dict[str, np.ndarray], model: onnx.ModelProto, where: st
         raise UserError(f"{where} has arrays {unknown} that are not model inputs ({sorted(declared)})",
                         "rename or remove them")
     for name, value in declared.items():
-        array, dtype = feeds[name], _declared_dtype(value)
-        if array.dtype != dtype:
-            raise UserError(f"input {name!r} in {where} is {array.dtype}, the model expects {dtype}",
-                            f"save it as {dtype}")
+        array = feeds[name] = as_declared(feeds[name], dtypes[name], name, where)
         dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
         if value.type.tensor_type.HasField("shape") and (
             len(dims) != array.ndim or any(d is not None and d != s for d, s in zip(dims, array.shape))

@@ -24,6 +24,10 @@ is finite; a non-finite reference value is no target, so it is left out):
   lies in [0, 1] (the usual normalised image) and otherwise the reference's
   dynamic range (max - min; max|ref| if that is 0, 1.0 if both are 0).
   Identical outputs give +inf, a non-finite candidate -inf.
+- An output with no position to judge (empty, or a reference without a
+  finite value) has no error: 0, cosine 1.0, psnr +inf. Judging it as
+  undefined failed every empty output (corpus: ReduceMax of an empty set,
+  zero-size Split/Slice outputs) whatever the candidate did.
 
 JSON: JSON has no inf or NaN, so `to_json` writes non-finite floats as the
 strings "inf", "-inf" and "nan" and keeps None for "not applicable" (psnr of a
@@ -87,9 +91,8 @@ def output_metrics(reference: np.ndarray, candidate: np.ndarray) -> OutputMetric
     ref, cand = reference[target], candidate[target]
     broken = ~np.isfinite(cand)
     nonfinite = int(broken.sum())
-    if ref.size == 0:
-        nan = float("nan")
-        return OutputMetrics(nan, nan, nan, nan, nan if reference.ndim == 4 else None, nonfinite)
+    if ref.size == 0:  # nothing to judge (an empty tensor, or no finite reference value): no error
+        return OutputMetrics(0.0, 0.0, 0.0, 1.0, math.inf if reference.ndim == 4 else None, nonfinite)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(cand - ref)
     error[broken] = np.inf

@@ -19,11 +19,18 @@ rules:
   or unknown inputs are user errors naming the input.
 - Models over protobuf's 2 GiB limit are written to a temporary directory
   (external data) that lives as long as the session.
+- `user_model=True` (the reference: the model as the user gave it): when ONNX
+  Runtime cannot load or run it (an IR version or opset newer than it
+  supports, an op or type it does not implement, a kernel failing on the
+  sample inputs), that is a `UserError` quoting ONNX Runtime's reason without
+  its C++ source location. Otherwise (the emulation, a graph trtpipe built)
+  the failure is trtpipe's and is raised as it is.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -52,7 +59,8 @@ def with_extra_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelPr
 class OrtSession:
     """A CPU session with optimisations off; `run` returns every output by name."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, *, user_model: bool = False) -> None:
+        self.user_model = user_model
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.log_severity_level = 3  # errors only: ORT's warnings would flood the stage log
@@ -67,12 +75,35 @@ class OrtSession:
             self._tmp = tempfile.TemporaryDirectory(prefix="trtpipe_validate_")
             source = str(Path(self._tmp.name) / "model.onnx")
             save_model(model, Path(source), external_threshold_bytes=0)
-        self.session = _session(source, options)
+        try:
+            self.session = _session(source, options)
+        except UserError:
+            raise
+        except Exception as error:  # ONNX Runtime's exception types (Fail, InvalidGraph, NotImplemented, ...)
+            raise self._failure(error, "load") from None
         self.output_names = [output.name for output in self.session.get_outputs()]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        arrays = self.session.run(None, self._prepared(feeds))
+        prepared = self._prepared(feeds)
+        try:
+            arrays = self.session.run(None, prepared)
+        except Exception as error:  # ONNX Runtime's exception types
+            raise self._failure(error, "run") from None
         return dict(zip(self.output_names, arrays))
+
+    def _failure(self, error: Exception, action: str) -> Exception:
+        if not self.user_model:
+            return error
+        reason = ort_reason(error)
+        if action == "load":
+            fix = ("use an onnxruntime that supports it, or run without what runs the model "
+                   "(precision.auto.max_abs=null, no validate stage)")
+        elif "can't be converted to MLDataType" in reason:  # an ml_dtypes array (bfloat16, float8, int4)
+            fix = ("ONNX Runtime's Python API takes no bfloat16/float8/int4 arrays: give the model "
+                   "float32 or float16 inputs (cast inside the model)")
+        else:
+            fix = "check that the sample inputs (data.inputs ranges and shapes, or data.path) are valid for the model"
+        return UserError(f"ONNX Runtime {ort.__version__} cannot {action} the model: {reason}", fix)
 
     def _prepared(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         expected = {value.name: value for value in self.session.get_inputs()}
@@ -103,6 +134,22 @@ class OrtSession:
                     f"give {name} as {declared} (data.inputs.{name}.dtype or the arrays in data.path)",
                 )
         return prepared
+
+
+def ort_reason(error: Exception, limit: int = 240) -> str:
+    """ONNX Runtime's message on one line, without its error-code prefix and C++ source location."""
+    text = " ".join(str(error).split())
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    location = re.search(r"/onnxruntime_src/\S+:\d+ ", text)
+    if location:  # `path:line Namespace::Function(args...) message`: keep the message
+        rest, depth = text[location.end():], 0
+        for index, char in enumerate(rest):
+            depth += (char == "(") - (char == ")")
+            if char == ")" and depth == 0:
+                rest = rest[index + 1:]
+                break
+        text = text[:location.start()] + rest.strip()
+    return text[:limit]
 
 
 def _numpy_dtype(ort_type: str) -> np.dtype | None:

@@ -7,7 +7,8 @@ value_info entries of the newly exposed tensors stripped (a graph output
 carries its own type; a stale duplicate would contradict it); the caller's
 model is never changed. The session computes op by op, like the emulation
 (see `ort_session.py`), so differences between the two are differences of
-precision, not of ONNX Runtime's fusions.
+precision, not of ONNX Runtime's fusions. A model ONNX Runtime cannot load
+or run is a `UserError` (`ort_session.py`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class ReferenceRunner:
             ]
             runnable = with_extra_outputs(model, float_tensors)
             strip_value_info(runnable)
-        self._session = OrtSession(runnable)
+        self._session = OrtSession(runnable, user_model=True)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._session.run(feeds)
