@@ -125,7 +125,7 @@ def _load_external_data(model: onnx.ModelProto, base_dir: Path, model_path: Path
             raise UserError(
                 f"external data file {data_file} of model {model_path} cannot be read for tensor "
                 f"{tensor.name!r} ({_first_line(error)})",
-                "re-export the model; the data file may be truncated",
+                "re-export the model; the data file may be truncated, or a hard link or symlink (onnx refuses both)",
             ) from None
         # DEFAULT is the field's default: clearing it makes a model loaded from
         # external data serialize exactly like one that never was external.

@@ -35,10 +35,16 @@ def link_or_copy(source: Path, target: Path) -> None:
 
     Decision: the run directory gets its own names for the cached files so that an
     archived run directory is self-contained; a hard link costs nothing, and a later
-    edit of the linked file is caught by the cache's digest check.
+    edit of the linked file is caught by the cache's digest check. Except external
+    data: onnx (1.23) refuses to read an external-data file with more than one hard
+    link (or a symlink), so linking would make the cache entry itself unreadable;
+    those are copied (copy_file_range on Linux: fast, and a reflink where supported).
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
+    if source.suffix != ".onnx" and source.name.endswith(".data"):
+        shutil.copyfile(source, target)
+        return
     try:
         os.link(source, target)
     except OSError:
