@@ -9,12 +9,11 @@ its model through `model_from_graph`, or calls `restore_model_fields`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import onnx
 import onnx_graphsurgeon as gs
 
 from trtpipe.errors import UserError
+from trtpipe.graph.subgraphs import all_graphs
 
 IR_INITIALIZERS_NEED_NOT_BE_INPUTS = 4
 UNEXPORTABLE_TYPES = {"optional_type": "an optional-typed", "map_type": "a map-typed"}
@@ -43,16 +42,6 @@ def refuse_unexportable_io(model: onnx.ModelProto) -> None:
                     "re-export the model with tensor inputs and outputs (TensorRT accepts no optional or map types)",
                 )
 
-
-def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """`graph` and every subgraph in it (If/Loop/Scan bodies, nested), outer first."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from all_graphs(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from all_graphs(subgraph)
 
 
 def model_from_graph(graph: gs.Graph, like: onnx.ModelProto) -> onnx.ModelProto:

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from trtpipe.graph.gs_bridge import all_graphs
+from trtpipe.graph.subgraphs import all_graphs
 
 WHOLE_SUFFIX = "__trtpipe_whole_shape"
 START_SUFFIX = "__trtpipe_shape_start"

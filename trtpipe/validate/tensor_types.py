@@ -19,11 +19,12 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import onnx
 from onnx import TensorProto
+
+from trtpipe.graph.subgraphs import all_graphs
 
 from trtpipe.validate.rounding import is_float_type
 
@@ -43,25 +44,15 @@ def infer_tensor_types(model: onnx.ModelProto) -> TensorTypes:
     """Types of every tensor in `model` and its subgraphs (see the module docstring)."""
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     types: dict[str, int] = {}
-    for graph in _graphs(inferred.graph):
+    for graph in all_graphs(inferred.graph):
         _collect_declared(graph, types)
     result = TensorTypes(types)
     opsets = {entry.domain or "": entry.version for entry in model.opset_import}
-    for graph in _graphs(inferred.graph):
+    for graph in all_graphs(inferred.graph):
         for node in graph.node:
             _fill_from_schema(node, result, opsets)
     return result
 
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """`graph` and every subgraph nested in its nodes' attributes, outer graphs first."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _graphs(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _graphs(subgraph)
 
 
 def _collect_declared(graph: onnx.GraphProto, types: dict[str, int]) -> None:
