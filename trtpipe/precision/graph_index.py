@@ -20,10 +20,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from trtpipe.graph.parser_names import unique_name
-
-UNNAMED_NODE_PREFIX = "node_of_"
-
+from trtpipe.graph.parser_names import layer_name, unique_name
 
 def name_unnamed_nodes(model: onnx.ModelProto) -> list[str]:
     """Name every unnamed main-graph node `node_of_<first output>`, in place; returns the new names.
@@ -35,7 +32,7 @@ def name_unnamed_nodes(model: onnx.ModelProto) -> list[str]:
     named = []
     for node in model.graph.node:
         if not node.name and node.output and node.output[0]:
-            node.name = UNNAMED_NODE_PREFIX + node.output[0]
+            node.name = layer_name(node)
             named.append(node.name)
     return named
 

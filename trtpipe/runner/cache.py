@@ -142,7 +142,7 @@ class ArtifactCache:
                     "material": material,
                     "files": files,
                     "outputs": {
-                        kind: {"file": name, "sha256": artifact_digest(tmp / name)} for kind, name in outputs.items()
+                        kind: {"file": name, "sha256": artifact_digest(tmp / name, files)} for kind, name in outputs.items()
                     },
                     **result,
                 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +31,28 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def artifact_digest(path: Path) -> str:
+def artifact_digest(path: Path, known: Mapping[str, str] | None = None) -> str:
     """Digest of an artifact, including the external data files of an ONNX model.
 
     Decision: a model's identity is its protobuf plus every external data file it
     references, so editing a `.data` file changes the digest like editing weights
-    inline would.
+    inline would. `known`: file name -> sha256 of files in the same directory already
+    hashed by the caller (the cache hashes every file of an entry once).
     """
     path = Path(path)
+    known = known or {}
+
+    def file_digest(file: Path) -> str:
+        return known.get(file.name) or sha256_file(file)
+
     if path.suffix != ".onnx":
-        return sha256_file(path)
+        return file_digest(path)
     locations = external_data_locations(path)
     if not locations:
-        return sha256_file(path)
-    digest = hashlib.sha256(sha256_file(path).encode())
+        return file_digest(path)
+    digest = hashlib.sha256(file_digest(path).encode())
     for location in locations:
-        digest.update(canonical_json([location, sha256_file(path.parent / location)]))
+        digest.update(canonical_json([location, file_digest(path.parent / location)]))
     return digest.hexdigest()
 
 
