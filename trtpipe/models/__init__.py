@@ -19,6 +19,7 @@ attention mask `{"low": 0, "high": 2}`), floats uniformly from [low, high).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING, Callable
 
@@ -31,29 +32,16 @@ if TYPE_CHECKING:
 __all__ = ["BUILTIN_INPUT_SPECS", "BUILTIN_MODEL_VERSION", "BUILTIN_MODELS", "builtin_model"]
 
 
-def _generator(name: str) -> Callable[[], "onnx.ModelProto"]:
+def _build(name: str) -> "onnx.ModelProto":
     # Imported on demand: generating needs onnx and NumPy, naming and specs do not.
     module = importlib.import_module(f"trtpipe.models.{BUILTIN_MODULES[name]}")
-    return getattr(module, f"build_{name}")
+    return getattr(module, f"build_{name}")()
 
 
-class _Generators(dict):
-    """name -> build function, imported when first looked up."""
-
-    def __missing__(self, name: str):
-        if name not in BUILTIN_MODULES:
-            raise KeyError(name)
-        self[name] = _generator(name)
-        return self[name]
-
-    def __iter__(self):
-        return iter(BUILTIN_MODULES)
-
-    def __len__(self) -> int:
-        return len(BUILTIN_MODULES)
-
-
-BUILTIN_MODELS: dict[str, Callable[[], "onnx.ModelProto"]] = _Generators()
+# name -> build function (the generator module is imported on the first call).
+BUILTIN_MODELS: dict[str, Callable[[], "onnx.ModelProto"]] = {
+    name: functools.partial(_build, name) for name in BUILTIN_MODULES
+}
 
 
 def builtin_model(name: str) -> "onnx.ModelProto":

@@ -49,8 +49,7 @@ def totals(net: Network, decisions: dict[str, Decision], materialized: dict) -> 
             flops_low += flops
     return {
         "nodes": dict(sorted(per_precision.items())),
-        "casts_added": int(materialized.get("casts_added", {}).get("count", 0))
-        if isinstance(materialized.get("casts_added"), dict) else int(materialized.get("casts_added", 0) or 0),
+        "casts_added": int(materialized["casts_added"]["count"]),
         "flops": {"total": flops_total, "low_precision": flops_low},
         "low_precision_flop_share": round(flops_low / flops_total, 6) if flops_total else 0.0,
         "saturated": materialized.get("saturated", []),

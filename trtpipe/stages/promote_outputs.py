@@ -19,13 +19,15 @@ class PromoteOutputs(Stage):
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.graph.promote import promote_outputs
+        from trtpipe.runner.hashing import external_data_locations
 
         if not config["tensors"] and not config["nodes"]:
             # Decision: an empty selection passes the model through (a recipe may list the
             # stage and leave the choice to the command line).
-            shutil.copyfile(inputs["model"], out_dir / "model.onnx")
-            for sidecar in Path(inputs["model"]).parent.glob(Path(inputs["model"]).name + ".data"):
-                shutil.copyfile(sidecar, out_dir / sidecar.name.replace(Path(inputs["model"]).name, "model.onnx"))
+            source = Path(inputs["model"])
+            shutil.copyfile(source, out_dir / "model.onnx")
+            for location in external_data_locations(source):  # the names the model records
+                shutil.copyfile(source.parent / location, out_dir / location)
             return StageOutcome(outputs={"model": "model.onnx"}, summary="nothing to promote")
         report = promote_outputs(
             inputs["model"], out_dir / "model.onnx",
