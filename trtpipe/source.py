@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trtpipe.errors import UserError
 from trtpipe.runner.files import write_atomic
-from trtpipe.runner.hashing import external_data_locations
+from trtpipe.runner.hashing import locations_in
 from trtpipe.runner.tools import distribution_version
 
 log = logging.getLogger(__name__)
@@ -24,8 +24,8 @@ def _checked_user_model(path: Path) -> Path:
     from trtpipe.graph.onnx_io import load_model
 
     path = path.resolve()
-    load_model(path, load_external_data=False)  # raises UserError: missing, empty, corrupt, not ONNX
-    for location in external_data_locations(path):
+    model = load_model(path, load_external_data=False)  # raises UserError: missing, empty, corrupt, not ONNX
+    for location in locations_in(model):
         if not (path.parent / location).is_file():
             raise UserError(
                 f"model {path} keeps weights in the external data file '{location}', which is missing",

@@ -60,7 +60,13 @@ def external_data_locations(path: Path) -> list[str]:
     """Sorted external data file names an ONNX file refers to (its own data not loaded)."""
     import onnx  # heavy; imported where needed
 
-    model = onnx.load(str(path), load_external_data=False)
+    return locations_in(onnx.load(str(path), load_external_data=False))
+
+
+def locations_in(model) -> list[str]:
+    """Sorted external data file names a loaded (not data-loaded) ModelProto refers to."""
+    import onnx
+
     locations = set()
     for tensor in onnx.external_data_helper._get_all_tensors(model):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
