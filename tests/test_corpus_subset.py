@@ -13,7 +13,6 @@ what the installed ONNX Runtime implements, only "no defect" is asserted.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.graph.onnx_io import load_model, save_model

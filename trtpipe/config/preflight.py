@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtpipe.config.check import check_config, config_error
-from trtpipe.errors import UserError
 
 # Hydra flags that print something instead of running; they need no pre-flight.
 _INFO_FLAGS = ("help", "hydra_help", "info", "shell_completion", "cfg", "version", "resolve")

@@ -46,7 +46,7 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np

@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
-from trtpipe.errors import EXIT_FAILED, EXIT_OK, StageFailed, TrtpipeError, UserError
+from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
 from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache, CacheEntry
 from trtpipe.runner.files import link_or_copy
