@@ -56,7 +56,9 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
         raise ValueError(
             f"LayerNorm fusion needs opset >= {MIN_OPSET} but the model has opset {opset}; convert it first"
         )
-    graph = graph_from_model(value_info.infer_shapes(model))
+    working = onnx.ModelProto()
+    working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
+    graph = graph_from_model(value_info.infer_shapes(working))
     accepted, refused, notes = _find_matches(graph)
     report: dict = {"fused": [], "refused": refused}
     if not accepted:

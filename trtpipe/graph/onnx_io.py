@@ -11,11 +11,14 @@ handling are dealt with once, here:
   then cannot read; onnx appends to (or refuses) an existing `.data` file; and
   `convert_model_to_external_data` mutates the caller's model. `save_model`
   writes the external file itself, moves only weight tensors of at least 1 KiB,
-  deletes a stale file first and restores the model before returning.
+  deletes a stale file first and never modifies the caller's model.
+- Models over 2 GB: `load_model(..., weights_on_disk=True)` keeps the weights
+  in their file and `save_model` copies them file to file (`weights_on_disk.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterator
@@ -27,6 +30,16 @@ from onnx import TensorProto
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from trtpipe.errors import UserError
+from trtpipe.graph.weights_on_disk import (
+    anchor_external_tensor,
+    copy_span,
+    is_on_disk,
+    load_into_memory,
+    on_disk_span,
+    read_bytes,
+    set_external,
+    tensor_nbytes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +85,13 @@ def external_data_path(model_path: Path) -> Path:
     return model_path.with_name(model_path.name + ".data")
 
 
-def load_model(path: Path, load_external_data: bool = True) -> onnx.ModelProto:
-    """Load an ONNX model; every problem the user can fix is a one-line `UserError`."""
+def load_model(path: Path, load_external_data: bool = True, *, weights_on_disk: bool = False) -> onnx.ModelProto:
+    """Load an ONNX model; every problem the user can fix is a one-line `UserError`.
+
+    `weights_on_disk=True`: external tensors are checked and anchored to their
+    file instead of loaded (see `weights_on_disk`); what stages use, so a model
+    over 2 GB never has its weights in memory.
+    """
     path = Path(path)
     _check_readable_file(path)
     try:
@@ -90,7 +108,11 @@ def load_model(path: Path, load_external_data: bool = True) -> onnx.ModelProto:
             f"model file {path} is not an ONNX model (it has no graph, outputs or opset)",
             "check that model.path points to an .onnx file",
         )
-    if load_external_data:
+    if weights_on_disk:
+        for tensor in all_tensors(model):
+            if uses_external_data(tensor):
+                anchor_external_tensor(tensor, path.parent, path)
+    elif load_external_data:
         _load_external_data(model, path.parent, path)
     return model
 
@@ -108,7 +130,7 @@ def _check_readable_file(path: Path) -> None:
 
 def _load_external_data(model: onnx.ModelProto, base_dir: Path, model_path: Path) -> None:
     """Read every external tensor, naming the data file when it is missing or short."""
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         if not uses_external_data(tensor):
             continue
         info = ExternalDataInfo(tensor)
@@ -136,16 +158,20 @@ def save_model(
     model: onnx.ModelProto,
     path: Path,
     *,
-    external_threshold_bytes: int = PROTOBUF_LIMIT_BYTES,
+    external_threshold_bytes: int | None = None,
 ) -> list[Path]:
     """Write `model` to `path`; returns the files written.
 
-    Same model in, same bytes out. If the serialized model exceeds
-    `external_threshold_bytes`, weight tensors of at least 1 KiB go to the one
-    file `<path.name>.data` next to `path`; everything else stays inline.
-    The caller's model is left exactly as it was.
+    Same model in, same bytes out. If the model's estimated size exceeds
+    `external_threshold_bytes` (default `PROTOBUF_LIMIT_BYTES`, read at call
+    time), weight tensors of at least 1 KiB go to the one file
+    `<path.name>.data` next to `path`; everything else stays inline. On-disk
+    tensors (`weights_on_disk`) are copied file to file. The caller's model is
+    never modified: what is written is a new message without the weights'
+    bytes, so no copy of the weights is made in memory.
     """
     path = Path(path)
+    threshold = PROTOBUF_LIMIT_BYTES if external_threshold_bytes is None else external_threshold_bytes
     _refuse_unloaded_external_data(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     data_path = external_data_path(path)
@@ -156,96 +182,154 @@ def save_model(
         if stale.is_file() or stale.is_symlink():
             stale.unlink()
 
-    if model.ByteSize() <= external_threshold_bytes:
+    external = estimated_bytes(model) > threshold
+    if not external and not any(is_on_disk(tensor) for tensor in all_tensors(model)):
         path.write_bytes(model.SerializeToString())
         return [path]
 
-    moved = _move_weights_to_file(model, data_path)
-    try:
-        if model.ByteSize() >= PROTOBUF_HARD_LIMIT_BYTES:
-            raise RuntimeError(
-                f"{path.name}: still {model.ByteSize()} bytes with its weights in {data_path.name}; "
-                "the inline tensors (int64/int32, or floats not stored as raw_data) exceed protobuf's 2 GiB limit"
-            )
-        path.write_bytes(model.SerializeToString())
-    finally:
-        _restore_weights_from_file(moved, data_path)
-    logger.info(
-        "saved %s with %d weight tensors in external file %s (model over %d bytes)",
-        path, len(moved), data_path.name, external_threshold_bytes,
-    )
+    written = model_without_initializers(model)
+    with contextlib.ExitStack() as stack:
+        data_file = stack.enter_context(open(data_path, "wb")) if external else None
+        for tensor in model.graph.initializer:
+            written.graph.initializer.append(_tensor_to_write(tensor, data_file, data_path.name))
+        for tensor in all_tensors(written, initializers=False):
+            _write_in_place(tensor, data_file, data_path.name)
+    if written.ByteSize() >= PROTOBUF_HARD_LIMIT_BYTES:
+        raise RuntimeError(
+            f"{path.name}: still {written.ByteSize()} bytes with its weights in {data_path.name}; "
+            "the inline tensors (int64/int32, or floats not stored as raw_data) exceed protobuf's 2 GiB limit"
+        )
+    path.write_bytes(written.SerializeToString())
+    if not external:
+        return [path]
+    logger.info("saved %s with its weight tensors in external file %s (model over %d bytes)",
+                path, data_path.name, threshold)
     return [path, data_path]
 
 
+def estimated_bytes(model: onnx.ModelProto) -> int:
+    """The model's size as one message, estimated without serializing it.
+
+    Decision: tensors are counted from their dims (exact for raw data), the
+    graph structure at 64 bytes per node and value (a generous average); the
+    threshold leaves 147 MB below protobuf's hard limit for the difference.
+    `ByteSize()` would serialize the whole model (seconds on 2 GB) and fails
+    beyond 2 GiB.
+    """
+    graph = model.graph
+    structure = len(graph.node) + len(graph.value_info) + len(graph.input) + len(graph.output)
+    return sum(tensor_nbytes(tensor) for tensor in all_tensors(model)) + 64 * structure
+
+
 def _refuse_unloaded_external_data(model: onnx.ModelProto) -> None:
-    for tensor in _all_tensors(model):
-        if uses_external_data(tensor):
+    for tensor in all_tensors(model):
+        if uses_external_data(tensor) and not is_on_disk(tensor):
             raise ValueError(
                 f"tensor {tensor.name!r} still refers to external data; load the model with "
-                "load_external_data=True before saving it elsewhere"
+                "load_external_data=True or weights_on_disk=True before saving it elsewhere"
             )
 
 
-def _is_external_candidate(tensor: TensorProto) -> bool:
+def is_weight(tensor: TensorProto) -> bool:
+    """A tensor `save_model` moves to the external file when the model is large."""
     return (
         tensor.data_type in EXTERNAL_ELEMENT_TYPES
-        and tensor.HasField("raw_data")
-        and len(tensor.raw_data) >= EXTERNAL_MIN_TENSOR_BYTES
+        and (tensor.HasField("raw_data") or is_on_disk(tensor))
+        and tensor_nbytes(tensor) >= EXTERNAL_MIN_TENSOR_BYTES
     )
 
 
-def _move_weights_to_file(model: onnx.ModelProto, data_path: Path) -> list[tuple]:
-    """Write candidate tensors to `data_path`, leaving references in the model."""
-    moved: list[tuple] = []
-    try:
-        with open(data_path, "wb") as data_file:
-            for tensor in _all_tensors(model):
-                if _is_external_candidate(tensor):
-                    moved.append(_move_one(tensor, data_file, data_path.name))
-    except BaseException:  # e.g. disk full: the caller's model must still come back whole
-        _restore_weights_from_file(moved, data_path)
-        raise
-    return moved
+_DATA_FIELDS = frozenset(
+    {"raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data",
+     "external_data", "data_location"}
+)
 
 
-def _move_one(tensor: TensorProto, data_file, location: str) -> tuple:
+def _tensor_to_write(tensor: TensorProto, data_file, location: str) -> TensorProto:
+    """The tensor as it is written: moved to `data_file`, read from disk into the message, or as it is."""
+    if data_file is not None and is_weight(tensor):
+        written = _without_data(tensor)
+        _append_to_data_file(tensor, written, data_file, location)
+        return written
+    if is_on_disk(tensor):
+        written = _without_data(tensor)
+        written.raw_data = read_bytes(tensor)
+        return written
+    return tensor
+
+
+def _write_in_place(tensor: TensorProto, data_file, location: str) -> None:
+    """Same as `_tensor_to_write` for a tensor of the message being written (already a copy)."""
+    if data_file is not None and is_weight(tensor):
+        _append_to_data_file(tensor, tensor, data_file, location)
+    elif is_on_disk(tensor):
+        load_into_memory(tensor)
+
+
+def _append_to_data_file(source: TensorProto, target: TensorProto, data_file, location: str) -> None:
     data_file.write(b"\0" * (-data_file.tell() % EXTERNAL_ALIGNMENT_BYTES))
     offset = data_file.tell()
-    raw = tensor.raw_data
-    data_file.write(raw)
-    record = (tensor, offset, len(raw), tensor.HasField("data_location"), tensor.data_location)
-    tensor.ClearField("raw_data")
-    tensor.data_location = TensorProto.EXTERNAL
-    del tensor.external_data[:]
-    for key, value in (("location", location), ("offset", offset), ("length", len(raw))):
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, str(value)
-    return record
+    if is_on_disk(source):
+        path, source_offset, length = on_disk_span(source)
+        copy_span(path, source_offset, length, data_file)
+    else:
+        raw = source.raw_data
+        length = len(raw)
+        data_file.write(raw)
+    set_external(target, location, offset, length)
 
 
-def _restore_weights_from_file(moved: list[tuple], data_path: Path) -> None:
-    """Put the bytes back so the caller's model is unchanged (no in-memory copy kept)."""
-    with open(data_path, "rb") as data_file:
-        for tensor, offset, length, location_was_set, location in moved:
-            data_file.seek(offset)
-            del tensor.external_data[:]
-            tensor.raw_data = data_file.read(length)
-            if location_was_set:
-                tensor.data_location = location
-            else:
-                tensor.ClearField("data_location")
+def _without_data(tensor: TensorProto) -> TensorProto:
+    """A new TensorProto with `tensor`'s name, type, dims and metadata, and no values."""
+    copy = TensorProto()
+    for field, value in tensor.ListFields():
+        if field.name not in _DATA_FIELDS:
+            _copy_field(copy, field, value)
+    return copy
 
 
-def _all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
-    """Initializers and tensor attributes of every graph and subgraph, in file order."""
-    yield from _graph_tensors(model.graph)
+def model_without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` whose main graph has no initializers (everything else is copied).
+
+    Decision: built field by field, because `CopyFrom` would copy every weight
+    (gigabytes) only for the caller to drop them again.
+    """
+    copy = onnx.ModelProto()
+    for field, value in model.ListFields():
+        if field.name == "graph":
+            continue
+        _copy_field(copy, field, value)
+    for field, value in model.graph.ListFields():
+        if field.name != "initializer":
+            _copy_field(copy.graph, field, value)
+    return copy
+
+
+def _copy_field(target, field, value) -> None:
+    # protobuf 7 has only `is_repeated`; older releases only `label`.
+    repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+    if repeated:
+        getattr(target, field.name).extend(value)
+    elif field.type == field.TYPE_MESSAGE:
+        getattr(target, field.name).CopyFrom(value)
+    else:
+        setattr(target, field.name, value)
+
+
+def all_tensors(model: onnx.ModelProto, *, initializers: bool = True) -> Iterator[TensorProto]:
+    """Initializers and tensor attributes of every graph and subgraph, in file order.
+
+    `initializers=False` leaves out the main graph's initializers (not those of subgraphs).
+    """
+    yield from _graph_tensors(model.graph, initializers=initializers)
     for function in model.functions:
         for node in function.node:
             yield from _attribute_tensors(node)
 
 
-def _graph_tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
-    yield from graph.initializer
+def _graph_tensors(graph: onnx.GraphProto, *, initializers: bool = True) -> Iterator[TensorProto]:
+    if initializers:
+        yield from graph.initializer
     for node in graph.node:
         yield from _attribute_tensors(node)
 

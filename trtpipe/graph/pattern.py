@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx_graphsurgeon as gs
+from onnx_graphsurgeon.ir.tensor import LazyValues
+
+from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
 
 COMMUTATIVE_OPS = frozenset({"Add", "Mul"})
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -152,7 +155,7 @@ def single_producer(tensor: gs.Tensor) -> gs.Node | None:
 def constant_value(tensor: gs.Tensor) -> np.ndarray | None:
     """The value of an initializer or of a `Constant` node's output; None otherwise."""
     if isinstance(tensor, gs.Constant):
-        return np.asarray(tensor.values)
+        return _constant_array(tensor)
     if len(tensor.inputs) != 1 or tensor.inputs[0].op != "Constant":
         return None
     attrs = tensor.inputs[0].attrs
@@ -162,6 +165,14 @@ def constant_value(tensor: gs.Tensor) -> np.ndarray | None:
         if key in attrs:
             return np.asarray(attrs[key])
     return None
+
+
+def _constant_array(constant: gs.Constant) -> np.ndarray:
+    lazy = getattr(constant, "_values", None)
+    # gs would read it with numpy_helper.to_array, which refuses an anchored file (weights_on_disk.py).
+    if isinstance(lazy, LazyValues) and is_on_disk(lazy.tensor):
+        return tensor_array(lazy.tensor)
+    return np.asarray(constant.values)
 
 
 def static_shape(tensor: gs.Tensor) -> list | None:

@@ -82,7 +82,7 @@ def promote_outputs(
     """Read `src`, add the chosen tensors as graph outputs, write `dst`; returns a JSON-serialisable report."""
     _check_choice("match", match, MATCH_KINDS)
     _check_choice("as_type", as_type, AS_TYPES)
-    model = load_model(Path(src))
+    model = load_model(Path(src), weights_on_disk=True)
     graph = model.graph
     outputs_before = [value.name for value in graph.output]
 

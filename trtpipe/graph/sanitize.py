@@ -51,6 +51,7 @@ from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
 from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
+from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def sanitize_model(
     fix_reshape_allowzero: bool = True,
 ) -> dict:
     """Read `src`, sanitize it, write `dst`; returns a JSON-serialisable report."""
-    source = load_model(Path(src))
+    source = load_model(Path(src), weights_on_disk=True)
     nodes_before = len(source.graph.node)
     report: dict = {"nodes_before": nodes_before, "warnings": []}
     model = source
@@ -151,6 +152,7 @@ def _cleanup_and_sort(model: onnx.ModelProto, *, cleanup: bool, toposort: bool) 
 
 def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int, str | None]:
     nodes_before = len(model.graph.node)
+    _load_what_folding_reads(model)
     # onnx-graphsurgeon folds Shape(start, end) into the whole shape: see shape_ranges.
     ranged_shapes = split_shape_ranges(model)
     folded = model
@@ -172,6 +174,29 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx
         restore_shape_ranges(model, ranged_shapes)
         return model, 0, warning
     return folded, nodes_before - len(folded.graph.node), None
+
+
+def _load_what_folding_reads(model: onnx.ModelProto) -> int:
+    """Bring into memory the on-disk weights a foldable node reads; returns how many.
+
+    onnx-graphsurgeon evaluates every node whose inputs are all constant and
+    reads those inputs' values; everything else stays on disk (weights_on_disk.py).
+    The graph is sorted, so one forward pass finds them.
+    """
+    graph = model.graph
+    on_disk = {tensor.name: tensor for tensor in graph.initializer if is_on_disk(tensor)}
+    if not on_disk:
+        return 0
+    constant = {tensor.name for tensor in graph.initializer}
+    needed = set()
+    for node in graph.node:
+        inputs = [name for name in node.input if name]
+        if all(name in constant for name in inputs):
+            constant.update(name for name in node.output if name)
+            needed.update(name for name in inputs if name in on_disk)
+    for name in needed:
+        load_into_memory(on_disk[name])
+    return len(needed)
 
 
 def _dangling_inputs(graph: onnx.GraphProto) -> list[str]:

@@ -31,7 +31,7 @@ def upgrade_model(
     src: Path, dst: Path, *, target_opset: int = 17, fuse_layernorm: bool = True
 ) -> dict:
     """Read `src`, convert and fuse, write `dst`; returns a JSON-serialisable report."""
-    source = load_model(Path(src))
+    source = load_model(Path(src), weights_on_disk=True)
     opset_before = default_opset(source)
     model = convert_opset(source, target_opset)
     opset_after = default_opset(model)

@@ -10,14 +10,14 @@ TensorRT's parser) trust a shape or type that is no longer true.
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 
 import onnx
 from polygraphy.backend.onnx import infer_shapes as polygraphy_infer_shapes
 
-from trtpipe.graph.onnx_io import PROTOBUF_LIMIT_BYTES, load_model, save_model
+from trtpipe.graph.onnx_io import is_weight, model_without_initializers
+from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.graph.weights_on_disk import set_external, tensor_nbytes
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +77,8 @@ def strip_value_info(
     return removed
 
 
-def infer_shapes(
-    model: onnx.ModelProto, *, in_memory_limit_bytes: int = PROTOBUF_LIMIT_BYTES
-) -> onnx.ModelProto:
-    """Run ONNX shape inference; returns a new model (the argument is not modified).
+def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Run ONNX shape inference on `model`, in place; returns `model`.
 
     Decisions: ONNX's shape inference, not ONNX Runtime's symbolic one
     (Polygraphy's `allow_onnxruntime=False`): it needs no `sympy`, and its
@@ -89,22 +87,41 @@ def infer_shapes(
     (`error_ok=True`): a custom op without a schema leaves its outputs without
     shapes but must not stop the pipeline.
 
-    Models over the protobuf limit cannot be inferred in memory; they go through
-    `onnx.shape_inference.infer_shapes_path` inside our own temporary directory,
-    written by our `save_model` so small int64 shape tensors stay inline where
-    shape inference reads them. Polygraphy's own file route is not used: it
-    converts the caller's model to external data in place and leaves its output
-    file behind in the system temp directory.
+    Inference runs on a weightless copy (`weightless_copy`) and its results
+    (`value_info` and output types of every graph) are copied back: shape
+    inference never reads a weight's values, and serializing gigabytes of
+    weights for it, as an in-memory inference of the whole model would, costs
+    seconds per call and fails beyond protobuf's 2 GiB limit.
     """
-    if model.ByteSize() <= in_memory_limit_bytes:
-        return polygraphy_infer_shapes(model, error_ok=True, allow_onnxruntime=False)
-    logger.info("model over %d bytes: shape inference runs on a file", in_memory_limit_bytes)
-    with tempfile.TemporaryDirectory(prefix="trtpipe_shapes_") as tmp:
-        source, inferred = Path(tmp) / "model.onnx", Path(tmp) / "inferred.onnx"
-        save_model(model, source, external_threshold_bytes=0)
-        try:
-            onnx.shape_inference.infer_shapes_path(str(source), str(inferred))
-        except Exception as error:  # same tolerance as the in-memory route
-            logger.warning("shape inference failed, shapes left as they were: %s", str(error).splitlines()[0])
-            return load_model(source)
-        return load_model(inferred)
+    inferred = polygraphy_infer_shapes(weightless_copy(model), error_ok=True, allow_onnxruntime=False)
+    for graph, result in zip(all_graphs(model.graph), all_graphs(inferred.graph)):
+        del graph.value_info[:]
+        graph.value_info.extend(result.value_info)
+        for output, typed in zip(graph.output, result.output):
+            output.type.CopyFrom(typed.type)
+    return model
+
+
+def inferred_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A weightless copy of `model` with shapes inferred: to read types and shapes from."""
+    return onnx.shape_inference.infer_shapes(weightless_copy(model), strict_mode=False)
+
+
+def weightless_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with every weight of the main graph replaced by a reference to nowhere.
+
+    Weights are the tensors `save_model` would move to an external file (float
+    and quantized types, 1 KiB and more); small integer tensors stay, since shape
+    inference reads their values (Reshape's shape, Slice's bounds).
+    """
+    copy = model_without_initializers(model)
+    for tensor in model.graph.initializer:
+        if is_weight(tensor):
+            placeholder = copy.graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+            set_external(placeholder, _NOWHERE, 0, tensor_nbytes(tensor))
+        else:
+            copy.graph.initializer.append(tensor)
+    return copy
+
+
+_NOWHERE = "trtpipe-weightless-copy"

@@ -15,8 +15,8 @@ harmless; an epsilon flushing is not.
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
 
+from trtpipe.graph.weights_on_disk import tensor_array
 from trtpipe.precision.decisions import FP16_MAX, FP16_MIN_SUBNORMAL
 from trtpipe.precision.network import FLOAT_TYPES, Network
 from trtpipe.precision.passthrough import real_consumers
@@ -33,7 +33,7 @@ def constant_problems(net: Network, low_precision: str) -> dict[str, tuple[str, 
     for name, tensor in net.constants.items():
         if tensor.data_type not in FLOAT_TYPES or not real_consumers(net, name):
             continue
-        values = np.abs(numpy_helper.to_array(tensor).astype(np.float64, copy=False)).ravel()
+        values = np.abs(tensor_array(tensor).astype(np.float64, copy=False)).ravel()
         if values.size == 0:
             continue
         largest = float(values.max())

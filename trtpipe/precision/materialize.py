@@ -27,7 +27,7 @@ from __future__ import annotations
 import onnx
 
 from trtpipe.errors import UserError
-from trtpipe.graph.value_info import infer_shapes
+from trtpipe.graph.value_info import infer_shapes, inferred_copy
 from trtpipe.precision.casts import BoundaryCasts, available_by_type
 from trtpipe.precision.element_types import RETYPABLE, VALID_PRECISIONS, short_name
 from trtpipe.precision.graph_index import (
@@ -118,7 +118,7 @@ def materialize(
 
 def authored_element_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element type of every typed tensor of the main graph, as the model is written."""
-    inferred = infer_shapes(model)
+    inferred = inferred_copy(model)
     graph = inferred.graph
     types = {}
     for value in [*graph.input, *graph.value_info, *graph.output]:

@@ -15,6 +15,7 @@ import onnx
 
 from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
 from trtpipe.graph.parser_names import layer_name, unique_name
+from trtpipe.graph.value_info import inferred_copy
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 
@@ -50,7 +51,7 @@ class Network:
 
 def network_from_model(model: onnx.ModelProto) -> Network:
     """Index a model whose types are inferred (the sanitize stage guarantees it)."""
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    inferred = inferred_copy(model)
     net = Network(model=model)
     graph = inferred.graph
     for value in list(graph.input) + list(graph.output) + list(graph.value_info):

@@ -11,6 +11,7 @@ any axes (so NAFNet's channel-wise LayerNorm2d too), decomposed RMSNorm
 
 from __future__ import annotations
 
+from trtpipe.graph.weights_on_disk import tensor_array
 from trtpipe.precision.network import Network
 
 FUSED_NORMS = {"LayerNormalization", "RMSNormalization", "GroupNormalization", "InstanceNormalization",
@@ -41,9 +42,7 @@ def _is_square(net: Network, name: str) -> bool:
     if node.op_type == "Pow" and len(node.input) == 2:
         exponent = net.constants.get(node.input[1])
         if exponent is not None:
-            from onnx import numpy_helper
-
-            value = numpy_helper.to_array(exponent)
+            value = tensor_array(exponent)
             return value.size == 1 and float(value.ravel()[0]) == 2.0
     return node.op_type == "Mul" and len(node.input) == 2 and node.input[0] == node.input[1]
 

@@ -24,6 +24,7 @@ from onnx import TensorProto, numpy_helper
 from onnx.external_data_helper import uses_external_data
 
 from trtpipe.errors import UserError
+from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory
 from trtpipe.precision.element_types import short_name
 
 # Largest finite values: fp16 0x7BFF; bf16 0x7F7F (= float32 0x7F7F0000).
@@ -65,11 +66,13 @@ def convert_tensor(tensor: onnx.TensorProto, target: int, name: str) -> Converte
 
 def float32_values(tensor: onnx.TensorProto) -> np.ndarray:
     """The values of a FLOAT, FLOAT16 or BFLOAT16 tensor as a float32 array of its shape."""
-    if uses_external_data(tensor):
+    if uses_external_data(tensor) and not is_on_disk(tensor):
         raise UserError(
             f"weight {tensor.name!r} is still in an external data file and cannot be converted",
             "load the model with its external data (trtpipe.graph.onnx_io.load_model does)",
         )
+    if is_on_disk(tensor):
+        return float32_values(_loaded(tensor))
     if tensor.data_type == TensorProto.BFLOAT16:
         if tensor.HasField("raw_data"):
             bits = np.frombuffer(tensor.raw_data, dtype="<u2")
@@ -77,6 +80,13 @@ def float32_values(tensor: onnx.TensorProto) -> np.ndarray:
             bits = np.asarray(tensor.int32_data, dtype=np.uint32).astype(np.uint16)
         return bfloat16_bits_to_float32(bits).reshape(tuple(tensor.dims))
     return numpy_helper.to_array(tensor).astype(np.float32)
+
+
+def _loaded(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    loaded = onnx.TensorProto()
+    loaded.CopyFrom(tensor)
+    load_into_memory(loaded)
+    return loaded
 
 
 def bfloat16_bits(values: np.ndarray) -> np.ndarray:

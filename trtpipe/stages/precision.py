@@ -37,7 +37,7 @@ class PlanPrecision(Stage):
         from trtpipe.precision.plan_document import plan_document, summary_line
         from trtpipe.precision.planner import plan_precision
 
-        model = load_model(inputs["model"])
+        model = load_model(inputs["model"], weights_on_disk=True)
         name_nodes_as_parser_does(model)
         net = network_from_model(model)
         if config["list_only"]:

@@ -17,8 +17,12 @@ rules:
   inputs drive an FP32 reference and a candidate with FP16 inputs; that is
   what a user feeding the engine FP16 would do. Other mismatches and missing
   or unknown inputs are user errors naming the input.
-- Models over protobuf's 2 GiB limit are written to a temporary directory
-  (external data) that lives as long as the session.
+- Weights on disk (`graph/weights_on_disk.py`) are handed to ONNX Runtime as
+  memory-mapped arrays (`add_external_initializers`): ONNX Runtime refuses
+  the anchored absolute locations, and serializing the weights into the
+  session's model would copy them. Other models over protobuf's 2 GiB limit
+  are written to a temporary directory (external data) that lives as long as
+  the session.
 - `user_model=True` (the reference: the model as the user gave it): when ONNX
   Runtime cannot load or run it (an IR version or opset newer than it
   supports, an op or type it does not implement, a kernel failing on the
@@ -30,6 +34,7 @@ rules:
 from __future__ import annotations
 
 import logging
+import math
 import re
 import tempfile
 from pathlib import Path
@@ -39,7 +44,14 @@ import onnx
 import onnxruntime as ort
 
 from trtpipe.errors import UserError
-from trtpipe.graph.onnx_io import PROTOBUF_LIMIT_BYTES, save_model
+from trtpipe.graph.onnx_io import (
+    PROTOBUF_LIMIT_BYTES,
+    all_tensors,
+    estimated_bytes,
+    model_without_initializers,
+    save_model,
+)
+from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory, on_disk_span, set_external
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +81,8 @@ class OrtSession:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         self._tmp = None
-        if model.ByteSize() <= PROTOBUF_LIMIT_BYTES:
+        model, self._mapped = _with_weights_mapped(model, options)
+        if estimated_bytes(model) <= PROTOBUF_LIMIT_BYTES:
             source = model.SerializeToString()
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="trtpipe_validate_")
@@ -134,6 +147,45 @@ class OrtSession:
                     f"give {name} as {declared} (data.inputs.{name}.dtype or the arrays in data.path)",
                 )
         return prepared
+
+
+_MAPPED_LOCATION = "trtpipe-mapped-weights"
+
+
+def _with_weights_mapped(model: onnx.ModelProto, options: "ort.SessionOptions") -> tuple[onnx.ModelProto, list]:
+    """(model for the session, the OrtValues it must keep alive): see the module docstring."""
+    if not any(is_on_disk(tensor) for tensor in all_tensors(model)):
+        return model, []
+    runnable = model_without_initializers(model)
+    names, values = [], []
+    for tensor in model.graph.initializer:
+        array = _mapped_array(tensor) if is_on_disk(tensor) else None
+        if array is None:
+            runnable.graph.initializer.append(tensor)
+            continue
+        placeholder = runnable.graph.initializer.add()
+        placeholder.CopyFrom(tensor)
+        set_external(placeholder, _MAPPED_LOCATION, 0, array.nbytes)
+        names.append(tensor.name)
+        values.append(ort.OrtValue.ortvalue_from_numpy(array))
+    for tensor in all_tensors(runnable):
+        if is_on_disk(tensor):  # in a subgraph or an attribute, or of a type NumPy lacks
+            load_into_memory(tensor)
+    if names:
+        options.add_external_initializers(names, values)
+    return runnable, values
+
+
+def _mapped_array(tensor: onnx.TensorProto) -> np.ndarray | None:
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    count = math.prod(tensor.dims)
+    path, offset, length = on_disk_span(tensor)
+    if count == 0 or dtype.kind not in "biufc" or length != count * dtype.itemsize:
+        return None  # bfloat16/float8 (ml_dtypes), 4-bit or empty: loaded instead
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,)).reshape(tuple(tensor.dims))
 
 
 def ort_reason(error: Exception, limit: int = 240) -> str:

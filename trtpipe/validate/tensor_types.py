@@ -25,6 +25,7 @@ import onnx
 from onnx import TensorProto
 
 from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.graph.value_info import inferred_copy
 
 from trtpipe.validate.rounding import is_float_type
 
@@ -42,7 +43,7 @@ class TensorTypes:
 
 def infer_tensor_types(model: onnx.ModelProto) -> TensorTypes:
     """Types of every tensor in `model` and its subgraphs (see the module docstring)."""
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    inferred = inferred_copy(model)
     types: dict[str, int] = {}
     for graph in all_graphs(inferred.graph):
         _collect_declared(graph, types)

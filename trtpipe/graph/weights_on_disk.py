@@ -1,0 +1,156 @@
+"""Weights that stay in their file while a stage edits the graph.
+
+A model over 2 GB cannot be one protobuf message, and every in-memory copy of
+its weights costs its size again (protobuf's upb backend even keeps cleared
+fields until the whole message dies). So a stage loads such a model's graph
+only: each external tensor keeps its `external_data` entries, with `location`
+made *absolute* ("anchored") so that the tensor says by itself which file
+holds its bytes, wherever the model travels inside the stage. Such a tensor
+is "on disk".
+
+Rules that keep this safe:
+- An absolute location never reaches a written file: `onnx_io.save_model`
+  copies on-disk bytes into the new model's own data file (or inline) and
+  writes relative locations. onnx and ONNX Runtime refuse absolute locations,
+  so a leak could not go unnoticed either.
+- Values are read by `tensor_array` (one tensor at a time, straight from the
+  file), never by `numpy_helper.to_array`, which refuses absolute locations.
+- Bytes are copied file to file with `os.copy_file_range` (in the kernel: no
+  copy through Python's memory).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+from trtpipe.errors import UserError
+
+_FOUR_BIT_TYPES = frozenset({TensorProto.INT4, TensorProto.UINT4, getattr(TensorProto, "FLOAT4E2M1", -1)})
+_COPY_CHUNK_BYTES = 1 << 30
+
+
+def is_on_disk(tensor: TensorProto) -> bool:
+    """An external tensor anchored by `anchor_external_tensor` (its location is absolute)."""
+    return uses_external_data(tensor) and Path(ExternalDataInfo(tensor).location).is_absolute()
+
+
+def anchor_external_tensor(tensor: TensorProto, base_dir: Path, model_path: Path) -> None:
+    """Make an external tensor's location absolute after checking its file holds its bytes."""
+    info = ExternalDataInfo(tensor)
+    location = Path(info.location)
+    if location.is_absolute() or ".." in location.parts:
+        raise UserError(
+            f"tensor {tensor.name!r} of model {model_path} names external data at {info.location!r}, "
+            "outside the model's directory (ONNX requires a relative path below it)",
+            "re-export the model with its data file next to it",
+        )
+    data_file = (base_dir / location).resolve()
+    if not data_file.is_file():
+        raise UserError(
+            f"external data file {base_dir / location} of model {model_path} does not exist "
+            f"(needed by tensor {tensor.name!r})",
+            "copy it next to the model or re-export the model",
+        )
+    offset = int(info.offset or 0)
+    length = info.length if info.length is not None else tensor_nbytes(tensor)
+    if offset + length > data_file.stat().st_size:
+        raise UserError(
+            f"external data file {base_dir / location} of model {model_path} is too short for tensor "
+            f"{tensor.name!r} (needs bytes {offset}-{offset + length}, has {data_file.stat().st_size})",
+            "re-export the model; the data file is truncated or belongs to another export",
+        )
+    set_external(tensor, str(data_file), offset, length)
+
+
+def on_disk_span(tensor: TensorProto) -> tuple[Path, int, int]:
+    """(file, offset, length) of an on-disk tensor's bytes."""
+    info = ExternalDataInfo(tensor)
+    length = info.length if info.length is not None else tensor_nbytes(tensor)
+    return Path(info.location), int(info.offset or 0), int(length)
+
+
+def read_bytes(tensor: TensorProto) -> bytes:
+    path, offset, length = on_disk_span(tensor)
+    with open(path, "rb") as data_file:
+        data_file.seek(offset)
+        return data_file.read(length)
+
+
+def tensor_array(tensor: TensorProto) -> np.ndarray:
+    """A tensor's values; an on-disk tensor is read from its file (nothing else is loaded)."""
+    if not is_on_disk(tensor):
+        return numpy_helper.to_array(tensor)
+    loaded = TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+    loaded.raw_data = read_bytes(tensor)
+    return numpy_helper.to_array(loaded)
+
+
+def load_into_memory(tensor: TensorProto) -> None:
+    """Replace an on-disk tensor's reference by its bytes (for the few tensors a pass must read)."""
+    data = read_bytes(tensor)
+    del tensor.external_data[:]
+    tensor.ClearField("data_location")
+    tensor.raw_data = data
+
+
+def tensor_nbytes(tensor: TensorProto) -> int:
+    """The size of a tensor's values from its dims and type, without touching its data.
+
+    Reading `raw_data` just to measure it copies the bytes, and protobuf's
+    `ByteSize()` serializes the message: on a 2 GB model both cost seconds.
+    """
+    count = math.prod(tensor.dims)
+    if tensor.data_type == TensorProto.STRING:
+        return sum(len(value) for value in tensor.string_data)
+    if tensor.data_type in _FOUR_BIT_TYPES:
+        return (count + 1) // 2
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):  # a type newer than this onnx: assume 4 bytes
+        itemsize = 4
+    return count * itemsize
+
+
+def copy_span(source: Path, offset: int, length: int, target) -> None:
+    """Append `length` bytes of `source` from `offset` to the open binary file `target`."""
+    target.flush()
+    with open(source, "rb") as source_file:
+        remaining = length
+        while remaining:
+            try:
+                copied = os.copy_file_range(source_file.fileno(), target.fileno(),
+                                            min(remaining, _COPY_CHUNK_BYTES), offset)
+            except (AttributeError, OSError):  # no copy_file_range here (or across these file systems)
+                copied = _copy_by_reading(source_file, offset, min(remaining, _COPY_CHUNK_BYTES), target)
+            if copied == 0:
+                raise OSError(f"{source} ended before byte {offset + remaining} (truncated while in use?)")
+            offset += copied
+            remaining -= copied
+    # copy_file_range moves the file position of `target`; keep Python's view of it in sync.
+    target.seek(0, os.SEEK_END)
+
+
+def _copy_by_reading(source_file, offset: int, length: int, target) -> int:
+    source_file.seek(offset)
+    data = source_file.read(length)
+    target.write(data)
+    target.flush()
+    return len(data)
+
+
+def set_external(tensor: TensorProto, location: str, offset: int, length: int) -> None:
+    """Point `tensor` at `length` bytes of `location` from `offset`; its in-memory data is cleared."""
+    for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+        tensor.ClearField(field)
+    tensor.data_location = TensorProto.EXTERNAL
+    del tensor.external_data[:]
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
