@@ -87,9 +87,23 @@ def tensor_array(tensor: TensorProto) -> np.ndarray:
     """A tensor's values; an on-disk tensor is read from its file (nothing else is loaded)."""
     if not is_on_disk(tensor):
         return numpy_helper.to_array(tensor)
+    dtype = _plain_numpy_dtype(tensor.data_type)
+    path, offset, length = on_disk_span(tensor)
+    count = math.prod(tensor.dims)
+    if dtype is not None and length == count * dtype.itemsize:  # one read, no intermediate copies
+        return np.fromfile(path, dtype=dtype.newbyteorder("<"), count=count, offset=offset).reshape(tuple(tensor.dims))
     loaded = TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
     loaded.raw_data = read_bytes(tensor)
     return numpy_helper.to_array(loaded)
+
+
+def _plain_numpy_dtype(data_type: int) -> np.dtype | None:
+    """NumPy's own dtype for an ONNX element type; None for types stored differently (bfloat16, 4-bit)."""
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return dtype if dtype.kind in "biufc" and data_type not in _FOUR_BIT_TYPES else None
 
 
 def load_into_memory(tensor: TensorProto) -> None:

@@ -33,18 +33,28 @@ def constant_problems(net: Network, low_precision: str) -> dict[str, tuple[str, 
     for name, tensor in net.constants.items():
         if tensor.data_type not in FLOAT_TYPES or not real_consumers(net, name):
             continue
-        values = np.abs(tensor_array(tensor).astype(np.float64, copy=False)).ravel()
-        if values.size == 0:
-            continue
-        largest = float(values.max())
-        if largest > FP16_MAX:
-            problems[name] = ("exceeds", largest)
-            continue
-        nonzero = values[values > 0]
-        flushing = nonzero[nonzero < FP16_MIN_SUBNORMAL / 2]
-        if flushing.size and (values.size <= _SMALL_TENSOR or flushing.size > _FLUSH_SHARE * nonzero.size):
-            problems[name] = ("flushes", float(flushing.min()))
+        problem = _problem(tensor_array(tensor))
+        if problem is not None:
+            problems[name] = problem
     return problems
+
+
+def _problem(array: np.ndarray) -> tuple[str, float] | None:
+    """Decision: in the tensor's own float type (no float64 copy of a 2 GB model's weights)
+    and with the cheap test first; |x| > 65504 and x < 2**-25 are exact in float32 and wider."""
+    if array.size == 0:
+        return None
+    values = np.abs(array.ravel())
+    largest = float(values.max())
+    if largest > FP16_MAX:
+        return ("exceeds", largest)
+    tiny = (values > 0) & (values < FP16_MIN_SUBNORMAL / 2)
+    count = int(np.count_nonzero(tiny))
+    if count == 0:
+        return None
+    if values.size <= _SMALL_TENSOR or count > _FLUSH_SHARE * np.count_nonzero(values):
+        return ("flushes", float(values[tiny].min()))
+    return None
 
 
 def constant_decisions(net: Network, low_precision: str) -> dict[str, tuple[str, float]]:

@@ -24,7 +24,7 @@ from onnx import TensorProto, numpy_helper
 from onnx.external_data_helper import uses_external_data
 
 from trtpipe.errors import UserError
-from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory
+from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory, tensor_array
 from trtpipe.precision.element_types import short_name
 
 # Largest finite values: fp16 0x7BFF; bf16 0x7F7F (= float32 0x7F7F0000).
@@ -46,7 +46,8 @@ def convert_tensor(tensor: onnx.TensorProto, target: int, name: str) -> Converte
     values = float32_values(tensor)
     saturated_max_abs = None
     limit = LARGEST_FINITE.get(target)
-    if limit is not None:
+    # Cheap test first (one pass; a NaN or inf maximum takes the full path): most weights are far inside the range.
+    if limit is not None and values.size and not float(np.abs(values).max()) <= limit:
         magnitude = np.abs(values)
         beyond = np.isfinite(values) & (magnitude > limit)
         if beyond.any():
@@ -71,6 +72,8 @@ def float32_values(tensor: onnx.TensorProto) -> np.ndarray:
             f"weight {tensor.name!r} is still in an external data file and cannot be converted",
             "load the model with its external data (trtpipe.graph.onnx_io.load_model does)",
         )
+    if is_on_disk(tensor) and tensor.data_type != TensorProto.BFLOAT16:
+        return tensor_array(tensor).astype(np.float32, copy=False)
     if is_on_disk(tensor):
         return float32_values(_loaded(tensor))
     if tensor.data_type == TensorProto.BFLOAT16:
@@ -79,7 +82,7 @@ def float32_values(tensor: onnx.TensorProto) -> np.ndarray:
         else:
             bits = np.asarray(tensor.int32_data, dtype=np.uint32).astype(np.uint16)
         return bfloat16_bits_to_float32(bits).reshape(tuple(tensor.dims))
-    return numpy_helper.to_array(tensor).astype(np.float32)
+    return numpy_helper.to_array(tensor).astype(np.float32, copy=False)
 
 
 def _loaded(tensor: onnx.TensorProto) -> onnx.TensorProto:

@@ -16,6 +16,7 @@ from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache, CacheEntry
 from trtpipe.runner.files import link_or_copy
 from trtpipe.runner.digest_memo import memoised_digest
+from trtpipe.runner.memory import release_memory
 from trtpipe.runner.manifest import RunManifest, StageRecord
 from trtpipe.runner.tools import tool_versions
 from trtpipe.source import resolve_model_source
@@ -115,7 +116,10 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
 
     def compute(out_dir: Path) -> dict:
         log.info("  %-15s running...", stage.name)
-        outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
+        try:
+            outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
+        finally:
+            release_memory()
         return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
                 "details": outcome.details, "console_file": outcome.console_file, "stop": outcome.stop,
                 "failed": outcome.failed,

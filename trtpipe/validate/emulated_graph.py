@@ -53,6 +53,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from trtpipe.graph.weights_on_disk import tensor_array
 from trtpipe.validate.refusals import (
     refuse_bf16_before_opset_13,
     refuse_custom_low_precision,
@@ -257,7 +258,7 @@ class _Rewriter:
 
 def _as_fp32_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
     """The same values as FP32 (exact: every FP16/BF16 value is an FP32 value)."""
-    values = numpy_helper.to_array(tensor).astype(np.float32)
+    values = tensor_array(tensor).astype(np.float32)
     converted = numpy_helper.from_array(values, tensor.name)
     converted.doc_string = tensor.doc_string
     return converted
