@@ -14,10 +14,10 @@ from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
 from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache, CacheEntry
-from trtpipe.runner.files import link_or_copy
 from trtpipe.runner.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
 from trtpipe.runner.manifest import RunManifest, StageRecord
+from trtpipe.runner.publish import RunDirPublisher
 from trtpipe.runner.tools import tool_versions
 from trtpipe.source import resolve_model_source
 from trtpipe.stages import stage_class
@@ -75,23 +75,29 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
                          start_dir, _opt_shapes(cfg))
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
+    publisher = RunDirPublisher(run_dir)
     for stage in stages:
         if failure is not None or stop_reason is not None:
             reason = stop_reason or "an earlier stage failed"
             manifest.stages.append(StageRecord(stage.name, "skipped", reason=reason))
             log.info("  %-15s skipped  (%s)", stage.name, reason)
             continue
-        record, failure, stops = _run_stage(stage, cfg, artifacts, cache, run_dir, data)
+        record, failure, stops = _run_stage(stage, cfg, artifacts, cache, publisher, data)
         manifest.stages.append(record)
         if stops:
             stop_reason = f"{stage.name} asked to stop here ({record.summary})"
+    try:
+        publisher.wait()
+    except TrtpipeError as error:
+        failure = failure or error
+        log.error("  copying into the run directory failed: %s", error)
     manifest.status = "failed" if failure else "ok"
     manifest.write(run_dir)
     exit_code = failure.exit_code if failure else EXIT_OK
     return PipelineResult(run_dir, manifest, exit_code, failure)
 
 
-def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord, TrtpipeError | None, bool]:
+def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageRecord, TrtpipeError | None, bool]:
     """Returns the stage's record, its failure if any, and whether the pipeline stops here."""
     config = OmegaConf.to_container(cfg[stage.name], resolve=True)
     if stage.uses_data:
@@ -136,14 +142,15 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
         record.seconds = round(time.perf_counter() - started, 3)
         record.error = f"{type(error).__name__}: {error}"
         log.debug("%s", traceback.format_exc())
-        log.error("  %-15s failed  %s (traceback in %s)", stage.name, record.error, run_dir / "trtpipe.log")
+        log.error("  %-15s failed  %s (traceback in %s)", stage.name, record.error,
+                  publisher.run_dir / "trtpipe.log")
         return record, StageFailed(f"stage {stage.name} failed: {record.error}"), False
     entry = result.entry
     record.key = entry.key
     record.status = "deferred" if entry.record.get("status") == "deferred" else result.status
     record.reason = result.reason
     record.summary = entry.record.get("summary", "")
-    record.outputs = _publish_outputs(entry, stage.name, run_dir)
+    record.outputs = publisher.publish(entry, stage.name)
     record.seconds = round(time.perf_counter() - started, 3)
     for kind in entry.record["outputs"]:
         artifacts[kind] = Artifact(entry.output_path(kind), entry.output_digest(kind))
@@ -156,17 +163,6 @@ def _run_stage(stage, cfg, artifacts, cache, run_dir, data) -> tuple[StageRecord
         log.error("  %-15s failed  %s", stage.name, record.error)
         return record, StageFailed(record.error), False
     return record, None, bool(entry.record.get("stop"))
-
-
-def _publish_outputs(entry: CacheEntry, stage_name: str, run_dir: Path) -> dict[str, dict[str, str]]:
-    """Link every file of the entry into run_dir/<stage>/ and describe the outputs."""
-    stage_dir = run_dir / stage_name
-    for name in entry.record["files"]:
-        link_or_copy(entry.directory / name, stage_dir / name)
-    return {
-        kind: {"path": f"{stage_name}/{value['file']}", "sha256": value["sha256"]}
-        for kind, value in sorted(entry.record["outputs"].items())  # same order for ran and cached
-    }
 
 
 def _opt_shapes(cfg: DictConfig) -> dict:
