@@ -8,6 +8,7 @@ reported (see weights.py for the clipping rule).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +19,8 @@ from trtpipe.precision.element_types import short_name
 from trtpipe.precision.graph_index import GraphIndex, UniqueNames
 from trtpipe.precision.weight_types import WeightTypes
 from trtpipe.precision.weights import LARGEST_FINITE, convert_tensor
+
+_THREADS = 2
 
 
 @dataclass
@@ -37,12 +40,17 @@ def store_weights(
     replaced: dict[str, onnx.TensorProto] = {}
     added_after: dict[str, list[onnx.TensorProto]] = {}
     stored = StoredWeights(initializers=[])
+    # Decision: initializers are converted on two threads (reading a weight from disk and
+    # NumPy's conversions release the GIL); results are used in the plan's order.
+    copies = [copy for copy in weights.copies if copy[0] not in weights.constant_nodes]
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        conversions = iter(list(pool.map(
+            lambda copy: convert_tensor(graph.initializer[index.initializers[copy[0]]], copy[1], copy[2]), copies)))
     for source, elem_type, name in weights.copies:
         if source in weights.constant_nodes:
             _store_constant(graph, weights.constant_nodes[source], elem_type, name, names, stored)
             continue
-        original = graph.initializer[index.initializers[source]]
-        converted = convert_tensor(original, elem_type, name)
+        converted = next(conversions)
         _note_saturation(stored, name, source, elem_type, converted.saturated_max_abs)
         stored.initializers_converted.append(name)
         if name == source:
