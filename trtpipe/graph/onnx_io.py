@@ -119,6 +119,10 @@ def load_model(path: Path, load_external_data: bool = True, *, weights_on_disk: 
         for tensor in all_tensors(model):
             if uses_external_data(tensor):
                 anchor_external_tensor(tensor, path.parent, path)
+                # Decision: only weights stay on disk. Shape inference and TensorRT's parser
+                # read small int64 shape tensors by value (exports with size_threshold=0 put them there).
+                if not is_weight(tensor):
+                    load_into_memory(tensor)
     elif load_external_data:
         _load_external_data(model, path.parent, path)
     return model
@@ -182,6 +186,7 @@ def save_model(
     _refuse_unloaded_external_data(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     data_path = external_data_path(path)
+    _refuse_overwriting_own_weights(model, path, data_path)
     # Decision: unlink before writing instead of overwriting in place. A stale
     # `.data` must not be appended to, and a file that is a hard link into the
     # cache must not be truncated under the cache's feet.
@@ -239,6 +244,15 @@ def _refuse_unloaded_external_data(model: onnx.ModelProto) -> None:
                 f"tensor {tensor.name!r} still refers to external data; load the model with "
                 "load_external_data=True or weights_on_disk=True before saving it elsewhere"
             )
+
+
+def _refuse_overwriting_own_weights(model: onnx.ModelProto, path: Path, data_path: Path) -> None:
+    """Saving an on-disk model over the files its weights are read from would destroy them."""
+    targets = {path.resolve(), data_path.resolve()}
+    for tensor in all_tensors(model):
+        if is_on_disk(tensor) and on_disk_span(tensor)[0].resolve() in targets:
+            raise ValueError(f"cannot save to {path}: weight {tensor.name!r} is read from that file; "
+                             "save to another path")
 
 
 def is_weight(tensor: TensorProto) -> bool:

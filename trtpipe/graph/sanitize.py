@@ -181,22 +181,36 @@ def _load_what_folding_reads(model: onnx.ModelProto) -> int:
 
     onnx-graphsurgeon evaluates every node whose inputs are all constant and
     reads those inputs' values; everything else stays on disk (weights_on_disk.py).
-    The graph is sorted, so one forward pass finds them.
+    Constant: initializers, Constant nodes, and (since folding runs with
+    `fold_shapes=True`) Shape and Size, whose result needs no values. Erring on
+    the side of constant only loads a weight too many; the other way round, the
+    folding pass would fail on the unreadable weight and fold nothing. The graph
+    is sorted, so one forward pass finds them.
     """
     graph = model.graph
     on_disk = {tensor.name: tensor for tensor in graph.initializer if is_on_disk(tensor)}
-    if not on_disk:
-        return 0
     constant = {tensor.name for tensor in graph.initializer}
-    needed = set()
+    loaded = 0
     for node in graph.node:
         inputs = [name for name in node.input if name]
-        if all(name in constant for name in inputs):
-            constant.update(name for name in node.output if name)
-            needed.update(name for name in inputs if name in on_disk)
-    for name in needed:
-        load_into_memory(on_disk[name])
-    return len(needed)
+        if node.op_type == "Constant":
+            for attribute in node.attribute:
+                if attribute.HasField("t") and is_on_disk(attribute.t):
+                    load_into_memory(attribute.t)
+                    loaded += 1
+        elif node.op_type not in _SHAPE_OPS and not all(name in constant for name in inputs):
+            continue
+        constant.update(name for name in node.output if name)
+        if node.op_type in _SHAPE_OPS:
+            continue
+        for name in inputs:
+            if name in on_disk:
+                load_into_memory(on_disk.pop(name))
+                loaded += 1
+    return loaded
+
+
+_SHAPE_OPS = frozenset({"Shape", "Size"})
 
 
 def _dangling_inputs(graph: onnx.GraphProto) -> list[str]:
