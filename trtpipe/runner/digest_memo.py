@@ -20,7 +20,7 @@ from trtpipe.runner.files import write_atomic
 from trtpipe.runner.hashing import artifact_digest, external_data_locations
 
 _MEMO_LIMIT = 256
-_MEMO_FILE = "source-digests.json"
+_MEMO_FILE = "source-digests-v2.json"  # v2: large files hash as a chunk tree (hashing.py)
 
 
 def memoised_digest(path: Path, index_dir: Path) -> str:

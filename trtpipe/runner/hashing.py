@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 _CHUNK = 8 * 1024 * 1024
+TREE_MIN_BYTES = 256 << 20
+_TREE_CHUNK = 16 << 20
+_HASH_THREADS = 2
 
 
 def canonical_json(value: Any) -> bytes:
@@ -24,11 +30,35 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The file's SHA-256; for files over `TREE_MIN_BYTES`, the SHA-256 of its chunks' SHA-256s.
+
+    Decision: SHA-256 runs at ~1 GB/s on one core here, and a run of a 2.7 GB
+    model hashes about 10 GB (the source and each stage's output): 10 s of a
+    30 s run. Chunks hash on two threads (hashlib releases the GIL), halving
+    that. Files below the threshold (every small model, JSON, plan) keep the
+    plain SHA-256 that `sha256sum` prints; the digest of a large file is
+    checked with `trtpipe-verify`, not `sha256sum`.
+    """
+    size = os.path.getsize(path)
+    if size < TREE_MIN_BYTES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+        return digest.hexdigest()
+    buffers = threading.local()  # one reused buffer per thread: fresh 16 MiB allocations cost page faults
+    with open(path, "rb") as handle, ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
+        def chunk_digest(offset: int) -> bytes:
+            buffer = getattr(buffers, "data", None) or bytearray(_TREE_CHUNK)
+            buffers.data = buffer
+            read = os.preadv(handle.fileno(), [buffer], offset)
+            return hashlib.sha256(memoryview(buffer)[:read]).digest()
+
+        digests = pool.map(chunk_digest, range(0, size, _TREE_CHUNK))
+        tree = hashlib.sha256(b"trtpipe-sha256-tree:%d:" % _TREE_CHUNK)
+        for digest in digests:
+            tree.update(digest)
+    return tree.hexdigest()
 
 
 def artifact_digest(path: Path, known: Mapping[str, str] | None = None) -> str:
