@@ -201,11 +201,14 @@ def save_model(
 
     written = model_without_initializers(model)
     with contextlib.ExitStack() as stack:
-        data_file = stack.enter_context(open(data_path, "wb")) if external else None
+        data_file = None
+        if external:
+            data_file = _DataFile(stack.enter_context(open(data_path, "wb")), data_path.name,
+                                  copy_of=data_file_source(model))
         for tensor in model.graph.initializer:
-            written.graph.initializer.append(_tensor_to_write(tensor, data_file, data_path.name))
+            written.graph.initializer.append(_tensor_to_write(tensor, data_file))
         for tensor in all_tensors(written, initializers=False):
-            _write_in_place(tensor, data_file, data_path.name)
+            _write_in_place(tensor, data_file)
     # Only an external model can still be too big (its inline tensors); a model under the
     # threshold is not measured again, since ByteSize() serializes it (seconds at 1.5 GB).
     if external and written.ByteSize() >= PROTOBUF_HARD_LIMIT_BYTES:
@@ -270,11 +273,11 @@ _DATA_FIELDS = frozenset(
 )
 
 
-def _tensor_to_write(tensor: TensorProto, data_file, location: str) -> TensorProto:
+def _tensor_to_write(tensor: TensorProto, data_file: _DataFile | None) -> TensorProto:
     """The tensor as it is written: moved to `data_file`, read from disk into the message, or as it is."""
     if data_file is not None and is_weight(tensor):
         written = _without_data(tensor)
-        _append_to_data_file(tensor, written, data_file, location)
+        data_file.append(tensor, written)
         return written
     if is_on_disk(tensor):
         written = _without_data(tensor)
@@ -283,25 +286,73 @@ def _tensor_to_write(tensor: TensorProto, data_file, location: str) -> TensorPro
     return tensor
 
 
-def _write_in_place(tensor: TensorProto, data_file, location: str) -> None:
+def _write_in_place(tensor: TensorProto, data_file: _DataFile | None) -> None:
     """Same as `_tensor_to_write` for a tensor of the message being written (already a copy)."""
     if data_file is not None and is_weight(tensor):
-        _append_to_data_file(tensor, tensor, data_file, location)
+        data_file.append(tensor, tensor)
     elif is_on_disk(tensor):
         load_into_memory(tensor)
 
 
-def _append_to_data_file(source: TensorProto, target: TensorProto, data_file, location: str) -> None:
-    data_file.write(b"\0" * (-data_file.tell() % EXTERNAL_ALIGNMENT_BYTES))
-    offset = data_file.tell()
-    if is_on_disk(source):
-        path, source_offset, length = on_disk_span(source)
-        copy_span(path, source_offset, length, data_file)
-    else:
-        raw = source.raw_data
-        length = len(raw)
-        data_file.write(raw)
-    set_external(target, location, offset, length)
+class _DataFile:
+    """The external data file being written: tensors appended at aligned offsets.
+
+    `copy_of`: a file known to hold exactly these bytes (`data_file_source`); it is
+    copied whole and `append` only records where each tensor already is.
+    """
+
+    def __init__(self, file, location: str, copy_of: Path | None = None) -> None:
+        self.file, self.location, self.replay = file, location, copy_of is not None
+        self.position = 0
+        if copy_of is not None:
+            copy_span(copy_of, 0, copy_of.stat().st_size, file)
+
+    def append(self, source: TensorProto, target: TensorProto) -> None:
+        offset = self.position + (-self.position % EXTERNAL_ALIGNMENT_BYTES)
+        if self.replay:
+            length = on_disk_span(source)[2]
+        else:
+            self.file.write(b"\0" * (offset - self.position))
+            if is_on_disk(source):
+                path, source_offset, length = on_disk_span(source)
+                copy_span(path, source_offset, length, self.file)
+            else:
+                raw = source.raw_data
+                length = len(raw)
+                self.file.write(raw)
+        self.position = offset + length
+        set_external(target, self.location, offset, length)
+
+
+def data_file_source(model: onnx.ModelProto) -> Path | None:
+    """The one file `save_model` would write byte for byte as the model's data file, if any.
+
+    True when every weight is on disk in that file, at exactly the offset
+    `save_model` would give it (same order, 4096-byte alignment), the padding
+    between them is zeros and nothing follows the last one: a model whose
+    weights a pass did not touch (opset conversion, LayerNorm fusion). The file
+    is then copied whole, and its digest, known from the cache entry it comes
+    from, need not be computed again (runner/pipeline.py).
+    """
+    weights = [t for t in all_tensors(model) if is_weight(t)]  # the order save_model writes them in
+    if not weights or not all(is_on_disk(t) for t in weights):
+        return None
+    spans = [on_disk_span(t) for t in weights]
+    source = spans[0][0]
+    position, gaps = 0, []
+    for path, offset, length in spans:
+        expected = position + (-position % EXTERNAL_ALIGNMENT_BYTES)
+        if path != source or offset != expected:
+            return None
+        if expected > position:
+            gaps.append((position, expected - position))
+        position = offset + length
+    if source.stat().st_size != position:
+        return None
+    with open(source, "rb") as handle:
+        if any(os.pread(handle.fileno(), size, start).strip(b"\0") for start, size in gaps):
+            return None
+    return source
 
 
 def _without_data(tensor: TensorProto) -> TensorProto:

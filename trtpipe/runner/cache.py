@@ -135,7 +135,8 @@ class ArtifactCache:
                 tmp.mkdir(parents=True)
                 result = dict(compute(tmp))
                 outputs = result.pop("outputs")
-                files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+                known = result.pop("known_digests", {})  # copies of files whose digest is on record
+                files = {p.name: known.get(p.name) or sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
                 record = {
                     "stage": stage,
                     "key": key,

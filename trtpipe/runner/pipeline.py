@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -30,6 +31,8 @@ log = logging.getLogger("trtpipe")
 class Artifact:
     path: Path
     sha256: str
+    # name -> sha256 of the files of the cache entry holding the artifact (empty for the source).
+    entry_files: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,7 +129,8 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
             outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
         finally:
             release_memory()
-        return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
+        return {"outputs": outcome.outputs, "known_digests": _copied_digests(outcome.copied_from, inputs),
+                "summary": outcome.summary, "status": outcome.status,
                 "details": outcome.details, "console_file": outcome.console_file, "stop": outcome.stop,
                 "failed": outcome.failed,
                 "trtpipe": __version__}
@@ -153,7 +157,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
     record.outputs = publisher.publish(entry, stage.name)
     record.seconds = round(time.perf_counter() - started, 3)
     for kind in entry.record["outputs"]:
-        artifacts[kind] = Artifact(entry.output_path(kind), entry.output_digest(kind))
+        artifacts[kind] = Artifact(entry.output_path(kind), entry.output_digest(kind), entry.record["files"])
     why = f"  ({result.reason})" if result.status == "ran" and result.reason else ""
     log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, record.summary, why)
     if entry.record.get("console_file"):
@@ -163,6 +167,16 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
         log.error("  %-15s failed  %s", stage.name, record.error)
         return record, StageFailed(record.error), False
     return record, None, bool(entry.record.get("stop"))
+
+
+def _copied_digests(copied_from: Mapping[str, Path], inputs: Mapping[str, Artifact]) -> dict[str, str]:
+    """Digests of output files that are byte copies of an input's cache-entry file (see StageOutcome)."""
+    known = {}
+    for name, source in copied_from.items():
+        for artifact in inputs.values():
+            if Path(source).parent == artifact.path.parent and Path(source).name in artifact.entry_files:
+                known[name] = artifact.entry_files[Path(source).name]
+    return known
 
 
 def _opt_shapes(cfg: DictConfig) -> dict:

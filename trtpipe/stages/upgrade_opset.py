@@ -22,6 +22,7 @@ class UpgradeOpset(Stage):
             inputs["model"], out_dir / "model.onnx",
             target_opset=config["target"], fuse_layernorm=config["fuse_layernorm"],
         )
+        copied_from = report.pop("_data_file_copied_from", None)
         layernorm = report.get("layernorm", {})
         fused, refused = len(layernorm.get("fused", [])), len(layernorm.get("refused", []))
         return StageOutcome(
@@ -29,4 +30,5 @@ class UpgradeOpset(Stage):
             summary=f"opset {report.get('opset_before')} -> {report.get('opset_after')}, "
             f"{fused} LayerNorm fused, {refused} refused",
             details=report,
+            copied_from={"model.onnx.data": Path(copied_from)} if copied_from else {},
         )

@@ -1,0 +1,52 @@
+"""A stage output that is a byte copy of an input's cache-entry file takes its recorded digest.
+
+upgrade_opset leaves the weights alone, so with external data its `model.onnx.data` is
+copied whole from sanitize's entry (`onnx_io.data_file_source`) and the runner does not
+hash it again (on a 2.7 GB model: 1.6 s). The recorded digest must still be the true one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.graph import graphs
+from trtpipe import api
+from trtpipe.graph import onnx_io
+from trtpipe.graph.onnx_io import data_file_source, load_model, save_model
+from trtpipe.models import BUILTIN_INPUT_SPECS, BUILTIN_MODELS
+from trtpipe.runner import cache as cache_module
+from trtpipe.runner.hashing import sha256_file
+
+
+def test_upgrade_copies_sanitize_data_file_and_reuses_its_digest(tmp_path, monkeypatch):
+    source = tmp_path / "src" / "transformer.onnx"
+    save_model(BUILTIN_MODELS["transformer"](), source, external_threshold_bytes=0)
+    monkeypatch.setattr(onnx_io, "EXTERNAL_DATA_THRESHOLD_BYTES", 1000)
+    hashed: list[Path] = []
+    monkeypatch.setattr(cache_module, "sha256_file", lambda path: hashed.append(Path(path)) or sha256_file(path))
+    data = [f"+data.inputs.{name}={{low:{spec['low']},high:{spec['high']},dtype:{spec['dtype']}}}"
+            for name, spec in BUILTIN_INPUT_SPECS["transformer"].items()]
+    result = api.run(["stages=[sanitize,upgrade_opset]", f"model.path={source}", f"cache.dir={tmp_path / 'cache'}",
+                      *data], run_dir=tmp_path / "run", start_dir=tmp_path)
+
+    sanitized, upgraded = (result.stages[0].outputs["model"], result.stages[1].outputs["model"])
+    upgraded_data = upgraded.with_name("model.onnx.data")
+    assert upgraded_data.read_bytes() == sanitized.with_name("model.onnx.data").read_bytes()
+    entry = [p for p in hashed if p.name == "model.onnx.data"]
+    assert len(entry) == 1, f"only sanitize's data file is hashed, not upgrade's copy: {entry}"
+    manifest_digest = result.manifest["stages"][1]["outputs"]["model"]["sha256"]
+    from trtpipe.runner.hashing import artifact_digest
+    assert artifact_digest(upgraded) == manifest_digest, "the reused digest is the true one"
+
+
+def test_data_file_source_refuses_a_file_with_other_bytes_between_tensors(tmp_path):
+    path = tmp_path / "m.onnx"
+    save_model(graphs.layernorm_graph(shape=(2, 3, 512)), path, external_threshold_bytes=0)  # 2 KiB weights
+    model = load_model(path, weights_on_disk=True)
+    assert data_file_source(model) == path.with_name("m.onnx.data").resolve()
+    spans = [onnx_io.on_disk_span(t) for t in model.graph.initializer if onnx_io.is_weight(t)]
+    padded = next((offset, length) for _, offset, length in spans if length % onnx_io.EXTERNAL_ALIGNMENT_BYTES)
+    with open(path.with_name("m.onnx.data"), "r+b") as data:  # one byte of padding after a tensor
+        data.seek(sum(padded))
+        data.write(b"\1")
+    assert data_file_source(model) is None
