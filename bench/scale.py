@@ -1,7 +1,7 @@
 """Scale benchmark (issue 7, item 5): a model over 2 GB through sanitize -> upgrade_opset -> precision.
 
-    cd /work/main && python -m bench.scale     # 2.72 GB model; ~1.5 min today (both runs stop in sanitize)
-    python -m bench.scale --hidden 1344        # 2.08 GB, just under protobuf's 2 GiB: ~8 min today
+    cd /work/main && python -m bench.scale     # 2.72 GB model; ~1.5 min
+    python -m bench.scale --repeat 3           # medians of 3 alternating runs, ~4.5 min
 
 Generates a wide BERT-like encoder with external data (`scale_model.py`), then
 measures, side by side in one run, each in a fresh subprocess:

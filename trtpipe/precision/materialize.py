@@ -178,8 +178,9 @@ def _reassemble(
     if not is_topologically_sorted(nodes):
         nodes = topologically_sorted(nodes)
     _replace_nodes(graph, nodes)
-    del graph.initializer[:]
-    graph.initializer.extend(stored.initializers)
+    if stored.initializers is not None:
+        del graph.initializer[:]
+        graph.initializer.extend(stored.initializers)
     for value in graph.input:
         if value.name in input_types and value.type.tensor_type.elem_type in RETYPABLE:
             value.type.tensor_type.elem_type = input_types[value.name]

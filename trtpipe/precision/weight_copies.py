@@ -8,6 +8,7 @@ reported (see weights.py for the clipping rule).
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -25,7 +26,8 @@ _THREADS = 2
 
 @dataclass
 class StoredWeights:
-    initializers: list[onnx.TensorProto]
+    # The new initializer list, or None when the graph's own list was edited in place.
+    initializers: list[onnx.TensorProto] | None
     # Constant nodes to add right after the node at a position of the graph.
     constants_after: dict[int, list[onnx.NodeProto]] = field(default_factory=dict)
     initializers_converted: list[str] = field(default_factory=list)
@@ -43,9 +45,16 @@ def store_weights(
     # Decision: initializers are converted on two threads (reading a weight from disk and
     # NumPy's conversions release the GIL); results are used in the plan's order.
     copies = [copy for copy in weights.copies if copy[0] not in weights.constant_nodes]
+    # A weight converted under its own name, and used by no other copy, is rewritten in place.
+    uses = Counter(source for source, _, _ in copies)
+    in_place = [name == source and uses[source] == 1 for source, _, name in copies]
+
+    def convert(job):
+        (source, elem_type, name), overwrite = job
+        return convert_tensor(graph.initializer[index.initializers[source]], elem_type, name, in_place=overwrite)
+
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        conversions = iter(list(pool.map(
-            lambda copy: convert_tensor(graph.initializer[index.initializers[copy[0]]], copy[1], copy[2]), copies)))
+        conversions = iter(list(pool.map(convert, zip(copies, in_place))))
     for source, elem_type, name in weights.copies:
         if source in weights.constant_nodes:
             _store_constant(graph, weights.constant_nodes[source], elem_type, name, names, stored)
@@ -57,6 +66,9 @@ def store_weights(
             replaced[source] = converted.tensor
         else:
             added_after.setdefault(source, []).append(converted.tensor)
+    if all(in_place) and not added_after:
+        stored.initializers = None  # graph.initializer already holds the result
+        return stored
     for tensor in graph.initializer:
         stored.initializers.append(replaced.get(tensor.name, tensor))
         stored.initializers.extend(added_after.get(tensor.name, ()))
