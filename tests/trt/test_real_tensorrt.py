@@ -81,7 +81,7 @@ def test_builtin_models_build_strongly_typed_and_are_audited(built):
     plan = json.loads(artifacts["plan"].read_text())
     assert [row["node"] for row in audit["rows"]] == [n["name"] for n in plan["nodes"] if n["precision"] == "fp32"]
     assert all(row["verdict"] in ("ok", "mixed", "violation", "absent", "unknown") for row in audit["rows"])
-    assert f"<- in use" in artifacts["trtexec"].read_text()
+    assert "<- in use" in artifacts["trtexec"].read_text()
     caches = list((work / "cache" / "timing_cache").glob("*.cache"))
     assert len(caches) == 1 and caches[0].stat().st_size > 0  # Polygraphy merged the timings into it
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -30,6 +29,7 @@ from onnx import TensorProto
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from trtpipe.errors import UserError
+from trtpipe.graph.model_parts import all_tensors, model_without_initializers, without_data
 from trtpipe.graph.weights_on_disk import (
     anchor_external_tensor,
     copy_span,
@@ -267,20 +267,14 @@ def is_weight(tensor: TensorProto) -> bool:
     )
 
 
-_DATA_FIELDS = frozenset(
-    {"raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data",
-     "external_data", "data_location"}
-)
-
-
 def _tensor_to_write(tensor: TensorProto, data_file: _DataFile | None) -> TensorProto:
     """The tensor as it is written: moved to `data_file`, read from disk into the message, or as it is."""
     if data_file is not None and is_weight(tensor):
-        written = _without_data(tensor)
+        written = without_data(tensor)
         data_file.append(tensor, written)
         return written
     if is_on_disk(tensor):
-        written = _without_data(tensor)
+        written = without_data(tensor)
         written.raw_data = read_bytes(tensor)
         return written
     return tensor
@@ -353,72 +347,6 @@ def data_file_source(model: onnx.ModelProto) -> Path | None:
         if any(os.pread(handle.fileno(), size, start).strip(b"\0") for start, size in gaps):
             return None
     return source
-
-
-def _without_data(tensor: TensorProto) -> TensorProto:
-    """A new TensorProto with `tensor`'s name, type, dims and metadata, and no values."""
-    copy = TensorProto()
-    for field, value in tensor.ListFields():
-        if field.name not in _DATA_FIELDS:
-            _copy_field(copy, field, value)
-    return copy
-
-
-def model_without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of `model` whose main graph has no initializers (everything else is copied).
-
-    Decision: built field by field, because `CopyFrom` would copy every weight
-    (gigabytes) only for the caller to drop them again.
-    """
-    copy = onnx.ModelProto()
-    for field, value in model.ListFields():
-        if field.name == "graph":
-            continue
-        _copy_field(copy, field, value)
-    for field, value in model.graph.ListFields():
-        if field.name != "initializer":
-            _copy_field(copy.graph, field, value)
-    return copy
-
-
-def _copy_field(target, field, value) -> None:
-    # protobuf 7 has only `is_repeated`; older releases only `label`.
-    repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
-    if repeated:
-        getattr(target, field.name).extend(value)
-    elif field.type == field.TYPE_MESSAGE:
-        getattr(target, field.name).CopyFrom(value)
-    else:
-        setattr(target, field.name, value)
-
-
-def all_tensors(model: onnx.ModelProto, *, initializers: bool = True) -> Iterator[TensorProto]:
-    """Initializers and tensor attributes of every graph and subgraph, in file order.
-
-    `initializers=False` leaves out the main graph's initializers (not those of subgraphs).
-    """
-    yield from _graph_tensors(model.graph, initializers=initializers)
-    for function in model.functions:
-        for node in function.node:
-            yield from _attribute_tensors(node)
-
-
-def _graph_tensors(graph: onnx.GraphProto, *, initializers: bool = True) -> Iterator[TensorProto]:
-    if initializers:
-        yield from graph.initializer
-    for node in graph.node:
-        yield from _attribute_tensors(node)
-
-
-def _attribute_tensors(node: onnx.NodeProto) -> Iterator[TensorProto]:
-    for attribute in node.attribute:
-        if attribute.HasField("t"):
-            yield attribute.t
-        yield from attribute.tensors
-        if attribute.HasField("g"):
-            yield from _graph_tensors(attribute.g)
-        for subgraph in attribute.graphs:
-            yield from _graph_tensors(subgraph)
 
 
 def _first_line(error: BaseException) -> str:

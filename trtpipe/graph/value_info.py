@@ -15,7 +15,8 @@ from collections.abc import Iterable
 import onnx
 from polygraphy.backend.onnx import infer_shapes as polygraphy_infer_shapes
 
-from trtpipe.graph.onnx_io import is_weight, model_without_initializers
+from trtpipe.graph.model_parts import model_without_initializers
+from trtpipe.graph.onnx_io import is_weight
 from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.graph.weights_on_disk import set_external, tensor_nbytes
 

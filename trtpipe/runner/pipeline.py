@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
 from trtpipe.data import resolved_data
-from trtpipe.runner.cache import ArtifactCache, CacheEntry
+from trtpipe.runner.cache import ArtifactCache
 from trtpipe.runner.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
 from trtpipe.runner.manifest import RunManifest, StageRecord

@@ -45,13 +45,8 @@ import onnx
 import onnxruntime as ort
 
 from trtpipe.errors import UserError
-from trtpipe.graph.onnx_io import (
-    PROTOBUF_LIMIT_BYTES,
-    all_tensors,
-    estimated_bytes,
-    model_without_initializers,
-    save_model,
-)
+from trtpipe.graph.model_parts import all_tensors, model_without_initializers
+from trtpipe.graph.onnx_io import PROTOBUF_LIMIT_BYTES, estimated_bytes, save_model
 from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory, on_disk_span, set_external
 
 logger = logging.getLogger(__name__)
