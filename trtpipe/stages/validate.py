@@ -42,7 +42,8 @@ class ValidateAccuracy(Stage):
         from trtpipe.validate.reference import ReferenceRunner
         from trtpipe.validate.report_table import failure_message, report_table
 
-        reference_model, candidate_model = load_model(inputs["reference"]), load_model(inputs["model"])
+        reference_model = load_model(inputs["reference"], weights_on_disk=True)
+        candidate_model = load_model(inputs["model"], weights_on_disk=True)
         tolerances = Tolerances.from_mapping(config["tolerance"], config.get("outputs") or {})
         feeds = sample_feeds(reference_model, config["data"])
         outputs = [value.name for value in candidate_model.graph.output]
@@ -54,11 +55,14 @@ class ValidateAccuracy(Stage):
         reference_runs = [
             _by_candidate_name(reference.run(feeds_i), outputs, promoted) for feeds_i in feeds
         ]
+        # Each session holds (a mapping of) every weight: one at a time on a large model.
+        del reference
         verdicts, notes = [], []
         for candidate in config["candidates"]:
             if candidate == "emulated":
                 runner = EmulatedRunner(candidate_model)
                 runs = [runner.run(feeds_i) for feeds_i in feeds]
+                del runner
                 verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances))
             elif candidate == "tensorrt" and "engine" in inputs:
                 from trtpipe.trt import backend

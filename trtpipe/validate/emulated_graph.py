@@ -13,7 +13,8 @@ emulation makes the rounding explicit instead:
   the op itself computes in FP32 the way GPU kernels accumulate;
 - FP16/BF16 initializers and `Constant`/`ConstantOfShape` values become FP32
   tensors holding the identical (already rounded) values, so they need no
-  rounding pair;
+  rounding pair (weights on disk are widened by a Cast instead, see
+  `_convert_initializers`);
 - an existing `Cast(to=FLOAT16)` is kept and followed by `Cast(to=FLOAT)`:
   together they are the rounding pair (no double rounding, whatever the
   source type); `Cast(to=FLOAT)` of a low-precision tensor becomes `Identity`,
@@ -53,7 +54,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.graph.weights_on_disk import tensor_array
+from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
 from trtpipe.validate.refusals import (
     refuse_bf16_before_opset_13,
     refuse_custom_low_precision,
@@ -67,6 +68,7 @@ from trtpipe.validate.tensor_types import TensorTypes, infer_tensor_types, is_fl
 
 UNROUNDED_SUFFIX = "__trtpipe_unrounded"
 LOW_PRECISION_SUFFIX = "__trtpipe_lowp"
+STORED_SUFFIX = "__trtpipe_stored"
 ENTRY_SUFFIX = "__trtpipe_fp32"
 STANDARD_DOMAINS = ("", "ai.onnx")
 # Ops whose `dtype` attribute names their output type.
@@ -137,21 +139,39 @@ class _Rewriter:
         # Decision: value_info is dropped, not patched: its FP16 entries would
         # contradict the FP32 tensors, and ONNX Runtime infers what it needs.
         del graph.value_info[:]
-        self._convert_initializers(graph)
+        widened = self._convert_initializers(graph)
         entry_casts = self._convert_inputs(graph, is_main)
         self._convert_outputs(graph, is_main)
-        nodes = list(entry_casts)
+        nodes = widened + list(entry_casts)
         for node in graph.node:
             self._rewrite_subgraphs(node)
             nodes.extend(self._rewrite_node(node))
         del graph.node[:]
         graph.node.extend(nodes)
 
-    def _convert_initializers(self, graph: onnx.GraphProto) -> None:
+    def _convert_initializers(self, graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+        """Low-precision initializers as FP32 values; returns the Casts that widen on-disk ones.
+
+        Decision: a weight on disk (a large model, `graph/weights_on_disk.py`) stays
+        in its file in its own type, renamed `<name>__trtpipe_stored`, and a
+        `Cast(to=FLOAT)` at the top of the graph produces `<name>`: the same exact
+        FP32 values, computed by ONNX Runtime per run, instead of an FP32 copy of
+        every weight in memory (twice the size of the FP16 model).
+        """
+        graph_inputs = {value.name for value in graph.input}
+        widened = []
         for index, tensor in enumerate(graph.initializer):
-            if tensor.data_type in LOW_PRECISION_TYPES:
+            if tensor.data_type not in LOW_PRECISION_TYPES:
+                continue
+            if is_on_disk(tensor) and tensor.name not in graph_inputs:
+                stored = tensor.name + STORED_SUFFIX
+                widened.append(helper.make_node("Cast", [stored], [tensor.name], name=f"{stored}/to_fp32",
+                                                to=TensorProto.FLOAT))
+                graph.initializer[index].name = stored
+            else:
                 graph.initializer[index].CopyFrom(_as_fp32_tensor(tensor))
         refuse_sparse_initializers(graph)
+        return widened
 
     def _convert_inputs(self, graph: onnx.GraphProto, is_main: bool) -> list[onnx.NodeProto]:
         """Main graph: FP16 inputs are cast to FP32 at entry, BF16 ones rounded; subgraphs: declared FP32."""
