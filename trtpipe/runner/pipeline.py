@@ -118,6 +118,10 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
     facts = stage.key_facts()
     if facts:  # e.g. GPU, driver, CUDA and TensorRT: an engine is never reused across them
         material["environment"] = facts
+    files = stage.key_files(config)
+    if files:  # by content; None for a file missing here (a deferred build names the GPU machine's paths)
+        material["files"] = {str(path): memoised_digest(path, cache.root / "index") if path.is_file() else None
+                             for path in files}
     if stage.uses_cache_dir:  # where shared state lives (timing cache); not part of the key
         config = {**config, "cache_dir": str(cache.root)}
     record = StageRecord(stage.name, "failed", inputs=material["inputs"], material=material)

@@ -58,5 +58,11 @@ class Stage:
         """Facts of this machine that change the outputs (GPU, driver...): part of the key."""
         return {}
 
+    @classmethod
+    def key_files(cls, config: Mapping) -> list[Path]:
+        """Files the config names whose content changes the outputs (plugin libraries):
+        their digests are part of the key, so a rebuilt file at the same path is noticed."""
+        return []
+
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         raise NotImplementedError

@@ -61,6 +61,11 @@ class BuildEngine(Stage):
             backend = real_backend()
         return backend.environment().key_facts()
 
+    @classmethod
+    def key_files(cls, config: Mapping) -> list[Path]:
+        """The plugin libraries: an engine built with another build of a plugin is another engine."""
+        return [Path(p).expanduser().absolute() for p in config.get("plugins") or () if isinstance(p, str) and p]
+
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         import onnx
 
