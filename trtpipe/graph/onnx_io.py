@@ -170,6 +170,7 @@ def save_model(
     path: Path,
     *,
     external_threshold_bytes: int | None = None,
+    link_data_under: Path | None = None,
 ) -> list[Path]:
     """Write `model` to `path`; returns the files written.
 
@@ -180,6 +181,12 @@ def save_model(
     tensors (`weights_on_disk`) are copied file to file. The caller's model is
     never modified: what is written is a new message without the weights'
     bytes, so no copy of the weights is made in memory.
+
+    `link_data_under`: a directory whose files never change (the cache's
+    entries). When the data file would be a byte copy of a file below it
+    (`data_file_source`), it is hard-linked instead: no copy at all. Never a
+    user's file: onnx refuses to load a data file with two links, and the user's
+    own model would become unloadable.
     """
     path = Path(path)
     threshold = EXTERNAL_DATA_THRESHOLD_BYTES if external_threshold_bytes is None else external_threshold_bytes
@@ -203,8 +210,11 @@ def save_model(
     with contextlib.ExitStack() as stack:
         data_file = None
         if external:
-            data_file = _DataFile(stack.enter_context(open(data_path, "wb")), data_path.name,
-                                  copy_of=data_file_source(model))
+            source = data_file_source(model)
+            if source is not None and _linked(source, data_path, link_data_under):
+                data_file = _DataFile(None, data_path.name, replay=True)
+            else:
+                data_file = _DataFile(stack.enter_context(open(data_path, "wb")), data_path.name, copy_of=source)
         for tensor in model.graph.initializer:
             written.graph.initializer.append(_tensor_to_write(tensor, data_file))
         for tensor in all_tensors(written, initializers=False):
@@ -292,11 +302,12 @@ class _DataFile:
     """The external data file being written: tensors appended at aligned offsets.
 
     `copy_of`: a file known to hold exactly these bytes (`data_file_source`); it is
-    copied whole and `append` only records where each tensor already is.
+    copied whole and `append` only records where each tensor already is (as with
+    `replay=True`, for a data file already in place: a hard link).
     """
 
-    def __init__(self, file, location: str, copy_of: Path | None = None) -> None:
-        self.file, self.location, self.replay = file, location, copy_of is not None
+    def __init__(self, file, location: str, copy_of: Path | None = None, replay: bool = False) -> None:
+        self.file, self.location, self.replay = file, location, replay or copy_of is not None
         self.position = 0
         if copy_of is not None:
             copy_span(copy_of, 0, copy_of.stat().st_size, file)
@@ -316,6 +327,16 @@ class _DataFile:
                 self.file.write(raw)
         self.position = offset + length
         set_external(target, self.location, offset, length)
+
+
+def _linked(source: Path, data_path: Path, below: Path | None) -> bool:
+    if below is None or not source.resolve().is_relative_to(Path(below).resolve()):
+        return False
+    try:
+        os.link(source, data_path)
+    except OSError:  # another file system, or links not supported: copy instead
+        return False
+    return True
 
 
 def data_file_source(model: onnx.ModelProto) -> Path | None:

@@ -28,9 +28,13 @@ logger = logging.getLogger(__name__)
 
 
 def upgrade_model(
-    src: Path, dst: Path, *, target_opset: int = 17, fuse_layernorm: bool = True
+    src: Path, dst: Path, *, target_opset: int = 17, fuse_layernorm: bool = True,
+    link_data_under: Path | None = None,
 ) -> dict:
-    """Read `src`, convert and fuse, write `dst`; returns a JSON-serialisable report."""
+    """Read `src`, convert and fuse, write `dst`; returns a JSON-serialisable report.
+
+    `link_data_under`: see `onnx_io.save_model` (the runner passes the cache's entries).
+    """
     source = load_model(Path(src), weights_on_disk=True)
     opset_before = default_opset(source)
     model = convert_opset(source, target_opset)
@@ -57,7 +61,7 @@ def upgrade_model(
             report["layernorm"] = {"fused": [], "refused": [], "skipped": reason}
     model = value_info.infer_shapes(model)
     copied_from = data_file_source(model)
-    written = save_model(model, Path(dst))
+    written = save_model(model, Path(dst), link_data_under=link_data_under)
     if copied_from is not None and len(written) == 2:
         # Not part of the report (an absolute path): the stage hands it to the runner.
         report["_data_file_copied_from"] = str(copied_from)

@@ -14,6 +14,8 @@ class UpgradeOpset(Stage):
     consumes = ("model",)
     produces = ("model",)
     tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "numpy", "protobuf")
+    # Untouched weights are hard-linked from the input's cache entry (immutable), never copied.
+    uses_cache_dir = True
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.graph.upgrade import upgrade_model  # heavy (onnx): only when running
@@ -21,6 +23,7 @@ class UpgradeOpset(Stage):
         report = upgrade_model(
             inputs["model"], out_dir / "model.onnx",
             target_opset=config["target"], fuse_layernorm=config["fuse_layernorm"],
+            link_data_under=Path(config["cache_dir"]) / "entries" if config.get("cache_dir") else None,
         )
         copied_from = report.pop("_data_file_copied_from", None)
         layernorm = report.get("layernorm", {})
