@@ -8,11 +8,10 @@ So every encoder has the built-in model's FP16 hazards (LayerNorm variance
 overflow, mask constant), only more of them, and needs the same precision plan.
 
 Decisions:
-- The layer pieces are the built-in model's own builders (`_linear`,
-  `_layer_norm`, `_erf_gelu`, `_embeddings`, `_extended_attention_mask`,
-  `_pooler`, `_reading_residual_std`), imported rather than copied, so that
-  the series measures the model trtpipe ships; only the attention is written
-  here (see next point). Those names are private to trtpipe.models.transformer:
+- The model is the built-in model's own `encoder_graph` (embeddings, layers,
+  pooler), imported rather than copied, so that the series measures the model
+  trtpipe ships; only the attention is written here (see next point) and
+  handed to it. Those names are private to trtpipe.models.transformer:
   if one changes, this benchmark breaks loudly at import, which is the wanted
   failure (it must not drift silently).
 - The batch dimension is dynamic, as `torch.onnx.export(dynamic_axes=...)`
@@ -34,22 +33,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from trtpipe.models._builders import GraphBuilder, seeded_rng
+from trtpipe.models._builders import GraphBuilder
 from trtpipe.models.transformer import (
-    FFN,
     HEAD_DIM,
     HEADS,
     HIDDEN,
     OPSET,
-    SEED,
     SEQUENCE_LENGTH,
     VOCAB_SIZE,
-    _embeddings,
-    _erf_gelu,
-    _extended_attention_mask,
-    _layer_norm,
+    encoder_graph,
     _linear,
-    _pooler,
     _reading_residual_std,
     _scope,
 )
@@ -63,14 +56,7 @@ INPUT_SPECS = {
 
 def build_encoder(layers: int) -> onnx.ModelProto:
     """A post-LN BERT-like encoder with `layers` layers and a dynamic batch (module docstring)."""
-    rng = seeded_rng(SEED)
-    builder = GraphBuilder()
-    hidden = _embeddings(builder, rng)
-    mask = _extended_attention_mask(builder)
-    for index in range(layers):
-        hidden = _encoder_layer(builder, rng, f"encoder.layer.{index}", hidden, mask)
-    builder.rename_tensor(hidden, "last_hidden_state")
-    _pooler(builder, rng, "last_hidden_state")
+    builder = encoder_graph(layers, _self_attention)
     return builder.model(
         f"bert_like_encoder_{layers}_layers",
         inputs=[
@@ -88,21 +74,6 @@ def build_encoder(layers: int) -> onnx.ModelProto:
 
 def _dynamic_batch_info(name: str, elem_type: int, shape: list[int]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem_type, ["batch", *shape])
-
-
-def _encoder_layer(builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, mask: str) -> str:
-    """The built-in model's post-LN layer (same weight scales), with the dynamic-batch attention."""
-    attention = _self_attention(builder, rng, f"{prefix}.attention.self", x, mask)
-    attention = _linear(builder, rng, f"{prefix}.attention.output.dense", attention, (HIDDEN, HIDDEN), 0.3)
-    x = builder.node("Add", _scope(f"{prefix}.attention.output"), [attention, x])
-    x = _layer_norm(builder, rng, f"{prefix}.attention.output.LayerNorm", x)
-    intermediate = _linear(
-        builder, rng, f"{prefix}.intermediate.dense", x, (HIDDEN, FFN), _reading_residual_std(2.0)
-    )
-    intermediate = _erf_gelu(builder, _scope(f"{prefix}.intermediate.intermediate_act_fn"), intermediate)
-    output = _linear(builder, rng, f"{prefix}.output.dense", intermediate, (FFN, HIDDEN), 1.5)
-    x = builder.node("Add", _scope(f"{prefix}.output"), [output, x])
-    return _layer_norm(builder, rng, f"{prefix}.output.LayerNorm", x)
 
 
 def _self_attention(builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, mask: str) -> str:

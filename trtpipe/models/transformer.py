@@ -28,6 +28,8 @@ Decisions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 from onnx import TensorProto
@@ -70,14 +72,7 @@ INPUT_SPECS = BUILTIN_INPUT_SPECS["transformer"]
 
 def build_transformer() -> onnx.ModelProto:
     """The encoder as described in the module docstring; deterministic to the byte."""
-    rng = seeded_rng(SEED)
-    builder = GraphBuilder()
-    hidden = _embeddings(builder, rng)
-    mask = _extended_attention_mask(builder)
-    for index in range(LAYERS):
-        hidden = _encoder_layer(builder, rng, f"encoder.layer.{index}", hidden, mask)
-    builder.rename_tensor(hidden, "last_hidden_state")
-    _pooler(builder, rng, "last_hidden_state")
+    builder = encoder_graph(LAYERS, _self_attention)
     return builder.model(
         "bert_like_encoder",
         inputs=[
@@ -173,13 +168,30 @@ def _extended_attention_mask(builder: GraphBuilder) -> str:
     return builder.node("Mul", "", [inverted, minimum])
 
 
+def encoder_graph(layers: int, self_attention: Callable) -> GraphBuilder:
+    """Embeddings, `layers` post-LN layers and the pooler, weights drawn in build order.
+
+    `self_attention(builder, rng, prefix, x, mask)` builds each layer's attention:
+    this model's, or bench/encoders.py's dynamic-batch one (same weights).
+    """
+    rng = seeded_rng(SEED)
+    builder = GraphBuilder()
+    hidden = _embeddings(builder, rng)
+    mask = _extended_attention_mask(builder)
+    for index in range(layers):
+        hidden = _encoder_layer(builder, rng, f"encoder.layer.{index}", hidden, mask, self_attention)
+    builder.rename_tensor(hidden, "last_hidden_state")
+    _pooler(builder, rng, "last_hidden_state")
+    return builder
+
+
 def _encoder_layer(
-    builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, mask: str
+    builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, mask: str, self_attention: Callable
 ) -> str:
     """One post-LN BERT layer: self-attention, add & norm, GELU FFN, add & norm."""
     # Sublayer outputs of ~15-20 (attention output std 0.3, FFN output std 1.5)
     # move the ordinary channels without disturbing the outliers.
-    attention = _self_attention(builder, rng, f"{prefix}.attention.self", x, mask)
+    attention = self_attention(builder, rng, f"{prefix}.attention.self", x, mask)
     attention = _linear(
         builder, rng, f"{prefix}.attention.output.dense", attention, (HIDDEN, HIDDEN), 0.3
     )
