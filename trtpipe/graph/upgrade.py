@@ -20,7 +20,7 @@ from pathlib import Path
 
 from trtpipe.graph import value_info
 from trtpipe.graph.layernorm_fusion import MIN_OPSET, fuse_layernorms
-from trtpipe.graph.onnx_io import data_file_source, load_model, save_model
+from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.opset import convert_opset, default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
 
@@ -60,11 +60,7 @@ def upgrade_model(
             logger.info("LayerNorm fusion skipped: %s", reason)
             report["layernorm"] = {"fused": [], "refused": [], "skipped": reason}
     model = value_info.infer_shapes(model)
-    copied_from = data_file_source(model)
     written = save_model(model, Path(dst), link_data_under=link_data_under)
-    if copied_from is not None and len(written) == 2:
-        # Not part of the report (an absolute path): the stage hands it to the runner.
-        report["_data_file_copied_from"] = str(copied_from)
     report["nodes_after"] = len(model.graph.node)
     report["files"] = [path.name for path in written]
     return report

@@ -26,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from filelock import FileLock, Timeout
 
@@ -83,8 +83,9 @@ class ArtifactCache:
         self._remove_stale_tmp()
 
     def get_or_compute(self, stage: str, material: dict, compute: Compute,
-                       required: tuple[str, ...] = ()) -> CacheResult:
-        """`required`: output kinds an entry must have to be trusted."""
+                       required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None) -> CacheResult:
+        """`required`: output kinds an entry must have to be trusted. `known_files`: files of
+        verified entries (the stage's inputs) and their digests; see `_build`."""
         key = cache_key(material)
         entry, problem = self._load(stage, key, required)
         if entry is not None:
@@ -97,7 +98,7 @@ class ArtifactCache:
                 log.warning("cache entry %s/%s… is invalid (%s): discarded, rebuilding", stage, key[:12], problem)
                 self._discard(self._entry_dir(stage, key))
             reason = problem or explain_miss(self._previous_materials(stage), material)
-            entry = self._build(stage, key, material, compute)
+            entry = self._build(stage, key, material, compute, known_files or {})
             self._remember(stage, key, material)
             return CacheResult(entry, "ran", reason)
 
@@ -128,15 +129,19 @@ class ArtifactCache:
             return None, f"it lacks the output(s) {missing} the stage declares"
         return CacheEntry(directory, record), None
 
-    def _build(self, stage: str, key: str, material: dict, compute: Compute) -> CacheEntry:
+    def _build(self, stage: str, key: str, material: dict, compute: Compute,
+               known_files: Mapping[Path, str]) -> CacheEntry:
         tmp = self.root / "tmp" / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             with disk_errors_as_user_errors(self.root):
                 tmp.mkdir(parents=True)
                 result = dict(compute(tmp))
                 outputs = result.pop("outputs")
-                known = result.pop("known_digests", {})  # copies of files whose digest is on record
-                files = {p.name: known.get(p.name) or sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+                # Decision: an output that is a hard link to a file of a verified input entry (an
+                # untouched weights file, onnx_io.save_model(link_data_under=)) is that file: its
+                # digest is on record. Same inode, same bytes; entries are never modified.
+                linked = _digests_by_inode(known_files)
+                files = {p.name: linked.get(_inode(p)) or sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
                 record = {
                     "stage": stage,
                     "key": key,
@@ -233,3 +238,18 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _inode(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def _digests_by_inode(known_files: Mapping[Path, str]) -> dict[tuple[int, int], str]:
+    digests = {}
+    for path, digest in known_files.items():
+        try:
+            digests[_inode(Path(path))] = digest
+        except OSError:  # gone meanwhile: then nothing links to it
+            continue
+    return digests

@@ -133,14 +133,15 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
             outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
         finally:
             release_memory()
-        return {"outputs": outcome.outputs, "known_digests": _copied_digests(outcome.copied_from, inputs),
-                "summary": outcome.summary, "status": outcome.status,
+        return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
                 "details": outcome.details, "console_file": outcome.console_file, "stop": outcome.stop,
                 "failed": outcome.failed,
                 "trtpipe": __version__}
 
     try:
-        result = cache.get_or_compute(stage.name, material, compute, required=stage.produces)
+        known_files = {artifact.path.parent / name: digest
+                       for artifact in inputs.values() for name, digest in artifact.entry_files.items()}
+        result = cache.get_or_compute(stage.name, material, compute, required=stage.produces, known_files=known_files)
     except TrtpipeError as error:
         record.seconds = round(time.perf_counter() - started, 3)
         record.error = str(error)
@@ -171,16 +172,6 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
         log.error("  %-15s failed  %s", stage.name, record.error)
         return record, StageFailed(record.error), False
     return record, None, bool(entry.record.get("stop"))
-
-
-def _copied_digests(copied_from: Mapping[str, Path], inputs: Mapping[str, Artifact]) -> dict[str, str]:
-    """Digests of output files that are byte copies of an input's cache-entry file (see StageOutcome)."""
-    known = {}
-    for name, source in copied_from.items():
-        for artifact in inputs.values():
-            if Path(source).parent == artifact.path.parent and Path(source).name in artifact.entry_files:
-                known[name] = artifact.entry_files[Path(source).name]
-    return known
 
 
 def _opt_shapes(cfg: DictConfig) -> dict:

@@ -34,9 +34,6 @@ class StageOutcome:
     # Set when the stage ran to completion but its verdict is a failure (validation):
     # the outputs are cached and published, and the run exits 1 with this message.
     failed: str | None = None
-    # Output file name -> the input file it is a byte-for-byte copy of: the runner takes
-    # its digest from the input's cache entry instead of hashing gigabytes again.
-    copied_from: dict[str, Path] = field(default_factory=dict)
 
 
 class Stage:

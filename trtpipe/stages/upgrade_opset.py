@@ -25,7 +25,6 @@ class UpgradeOpset(Stage):
             target_opset=config["target"], fuse_layernorm=config["fuse_layernorm"],
             link_data_under=Path(config["cache_dir"]) / "entries" if config.get("cache_dir") else None,
         )
-        copied_from = report.pop("_data_file_copied_from", None)
         layernorm = report.get("layernorm", {})
         fused, refused = len(layernorm.get("fused", [])), len(layernorm.get("refused", []))
         return StageOutcome(
@@ -33,5 +32,4 @@ class UpgradeOpset(Stage):
             summary=f"opset {report.get('opset_before')} -> {report.get('opset_after')}, "
             f"{fused} LayerNorm fused, {refused} refused",
             details=report,
-            copied_from={"model.onnx.data": Path(copied_from)} if copied_from else {},
         )
