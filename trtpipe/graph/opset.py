@@ -6,9 +6,9 @@ Decisions:
 - Ops of custom domains are left alone; the converter only touches the
   default domain, and their opset imports are kept. A model that imports no
   default-domain opset at all is returned as it is.
-- Weights do not travel through the converter: weight tensors (the types of
-  `onnx_io.EXTERNAL_ELEMENT_TYPES`) of at least 1 KiB are detached (marked as
-  external data with a placeholder location) and put back afterwards by name. The converter copies the whole model
+- Weights do not travel through the converter: it converts
+  `value_info.weightless_copy(model)` and the weights are put back by name
+  (`value_info.restore_weights`). The converter copies the whole model
   through C++, which fails for models over protobuf's 2 GB limit and costs
   time and memory for any large model; no adapter of an upgrade reads them.
 - The IR version is raised to the minimum the new opset needs (opset 17
@@ -22,15 +22,14 @@ from __future__ import annotations
 import logging
 
 import onnx
-from onnx import TensorProto, version_converter
+from onnx import version_converter
 
 from trtpipe.errors import UserError
-from trtpipe.graph.onnx_io import EXTERNAL_ELEMENT_TYPES, EXTERNAL_MIN_TENSOR_BYTES
+from trtpipe.graph.value_info import restore_weights, weightless_copy
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-_DETACHED_LOCATION = "trtpipe-detached-during-opset-conversion"
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -48,48 +47,16 @@ def convert_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     if current >= target:
         logger.info("model is at opset %d >= target %d: left as it is (never downgraded)", current, target)
         return model
-    working = onnx.ModelProto()
-    working.CopyFrom(model)
-    detached = _detach_weights(working)
+    working = weightless_copy(model)
     try:
         converted = version_converter.convert_version(working, target)
     except Exception as error:  # the C++ converter raises RuntimeError with an assertion text
         raise _conversion_error(model, current, target, error) from None
-    _reattach_weights(converted, detached)
+    restore_weights(converted, model)
     _refuse_changed_interface(model, converted, current, target)
     converted.ir_version = max(converted.ir_version, _min_ir_version(converted))
     logger.info("converted model from opset %d to %d", current, target)
     return converted
-
-
-def _detach_weights(model: onnx.ModelProto) -> dict[str, bytes]:
-    detached = {}
-    for tensor in model.graph.initializer:
-        weight = tensor.data_type in EXTERNAL_ELEMENT_TYPES and tensor.HasField("raw_data")
-        if weight and len(tensor.raw_data) >= EXTERNAL_MIN_TENSOR_BYTES:
-            if tensor.name in detached:  # duplicate initializer names: leave them to the converter
-                continue
-            detached[tensor.name] = tensor.raw_data
-            tensor.ClearField("raw_data")
-            tensor.data_location = TensorProto.EXTERNAL
-            entry = tensor.external_data.add()
-            entry.key, entry.value = "location", _DETACHED_LOCATION
-    return detached
-
-
-def _reattach_weights(model: onnx.ModelProto, detached: dict[str, bytes]) -> None:
-    for tensor in model.graph.initializer:
-        if tensor.name in detached and any(e.value == _DETACHED_LOCATION for e in tensor.external_data):
-            del tensor.external_data[:]
-            tensor.ClearField("data_location")
-            tensor.raw_data = detached[tensor.name]
-    leftover = [
-        tensor.name
-        for tensor in model.graph.initializer
-        if any(e.value == _DETACHED_LOCATION for e in tensor.external_data)
-    ]
-    if leftover:  # an adapter renamed or copied a weight: a bug to hear about, not to hide
-        raise RuntimeError(f"opset conversion lost track of weights {leftover[:5]}")
 
 
 def _refuse_changed_interface(model: onnx.ModelProto, converted: onnx.ModelProto, current: int, target: int) -> None:

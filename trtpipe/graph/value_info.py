@@ -126,3 +126,24 @@ def weightless_copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 _NOWHERE = "trtpipe-weightless-copy"
+
+
+def restore_weights(derived: onnx.ModelProto, model: onnx.ModelProto) -> None:
+    """Put `model`'s weights back, by name, into a model derived from `weightless_copy(model)`.
+
+    A placeholder nothing matches (a pass renamed or copied a weight) is an error:
+    a bug to hear about, not a model to write with a reference to nowhere.
+    """
+    originals: dict[str, list[onnx.TensorProto]] = {}
+    for tensor in model.graph.initializer:
+        if is_weight(tensor):
+            originals.setdefault(tensor.name, []).append(tensor)
+    lost = []
+    for tensor in derived.graph.initializer:
+        if any(entry.value == _NOWHERE for entry in tensor.external_data):
+            if originals.get(tensor.name):
+                tensor.CopyFrom(originals[tensor.name].pop(0))
+            else:
+                lost.append(tensor.name)
+    if lost:
+        raise RuntimeError(f"a graph pass lost track of weights {lost[:5]}")
