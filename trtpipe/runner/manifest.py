@@ -41,6 +41,7 @@ class RunManifest:
     source: dict
     stages: list[StageRecord] = field(default_factory=list)
     status: str = "running"
+    exit_code: int | None = None  # the run's exit code (0, 1 or 2), once it ended
 
     def to_json(self) -> dict:
         return {
@@ -50,6 +51,7 @@ class RunManifest:
             "config": self.config,
             "source": self.source,
             "status": self.status,
+            "exit_code": self.exit_code,
             "stages": [asdict(stage) for stage in self.stages],
         }
 

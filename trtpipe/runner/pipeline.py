@@ -95,9 +95,9 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         failure = failure or error
         log.error("  copying into the run directory failed: %s", error)
     manifest.status = "failed" if failure else "ok"
+    manifest.exit_code = failure.exit_code if failure else EXIT_OK
     manifest.write(run_dir)
-    exit_code = failure.exit_code if failure else EXIT_OK
-    return PipelineResult(run_dir, manifest, exit_code, failure)
+    return PipelineResult(run_dir, manifest, manifest.exit_code, failure)
 
 
 def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageRecord, TrtpipeError | None, bool]:

@@ -51,8 +51,7 @@ def job_row(manifest_path: Path) -> dict:
     if report:
         row["validation"] = "passed" if report["passed"] else "FAILED"
         row["worst"] = _worst(report)
-    failed = [s for s in manifest["stages"] if s["status"] == "failed"]
-    row["_exit"] = 0 if not failed else (2 if any("Fix:" in (s.get("error") or "") for s in failed) else 1)
+    row["_exit"] = manifest.get("exit_code", 0 if manifest.get("status") == "ok" else 1)
     return row
 
 
