@@ -23,7 +23,7 @@ def preflight(config_dir: Path, argv: list[str]) -> None:
         return  # let Hydra report its own usage error
     if any(getattr(args, flag, None) for flag in _INFO_FLAGS) or not args.multirun:
         return  # a single run's config errors are caught from Hydra's own composition
-    for overrides in _override_sets(args.overrides, args.multirun):
+    for overrides in _override_sets(args.overrides):
         compose_checked(config_dir, overrides)
 
 
@@ -45,9 +45,7 @@ def compose_checked(config_dir: Path, overrides: list[str]):
     return cfg
 
 
-def _override_sets(overrides: list[str], multirun: bool) -> list[list[str]]:
-    if not multirun:
-        return [overrides]
+def _override_sets(overrides: list[str]) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 

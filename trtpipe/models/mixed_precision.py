@@ -24,7 +24,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from trtpipe.models.catalog import BUILTIN_INPUT_SPECS
 from trtpipe.models._builders import GraphBuilder, module_scope, seeded_rng, tensor_info
 
 OPSET = 17
@@ -37,8 +36,6 @@ NORM_EPS = 1e-6
 # Projection weights large enough that the sum of squares in the norm
 # (~32 * 50^2 = 80000) exceeds FP16's 65504: the reason the author kept it FP32.
 PROJECTION_WEIGHT_STD = 15.0
-
-INPUT_SPECS = BUILTIN_INPUT_SPECS["mixed_precision"]
 
 
 def build_mixed_precision() -> onnx.ModelProto:

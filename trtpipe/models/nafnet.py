@@ -35,7 +35,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from trtpipe.models.catalog import BUILTIN_INPUT_SPECS
 from trtpipe.models._builders import (
     GraphBuilder,
     add_decomposed_layer_norm,
@@ -65,8 +64,6 @@ FEATURE_RMS = 250.0
 BRANCH_CONV_STD = 6.0
 # The ending conv predicts a residual of a few hundredths of the image range.
 ENDING_WEIGHT_STD = 0.08 / np.sqrt(CHANNELS * 9)
-
-INPUT_SPECS = BUILTIN_INPUT_SPECS["nafnet"]
 
 
 def build_nafnet() -> onnx.ModelProto:

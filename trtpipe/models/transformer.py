@@ -34,7 +34,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from trtpipe.models.catalog import BUILTIN_INPUT_SPECS, TRANSFORMER_VOCAB_SIZE
+from trtpipe.models.catalog import TRANSFORMER_VOCAB_SIZE
 from trtpipe.models._builders import (
     GraphBuilder,
     add_decomposed_layer_norm,
@@ -66,8 +66,6 @@ ORDINARY_SPREAD = 30.0
 # so their outputs are ~target: queries/keys ~1.5 (scores of a few units),
 # the FFN input ~2 (GELU's curved region), the pooler ~1 (tanh not saturated).
 RESIDUAL_RMS = 80.0
-
-INPUT_SPECS = BUILTIN_INPUT_SPECS["transformer"]
 
 
 def build_transformer() -> onnx.ModelProto:

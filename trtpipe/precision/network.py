@@ -45,9 +45,6 @@ class Network:
         """A node whose precision matters: it produces a float tensor (Casts excluded)."""
         return self.op_type(name) != "Cast" and bool(self.float_outputs(name))
 
-    def tensor_names(self) -> list[str]:
-        return [t for name in self.names for t in self.nodes[name].output if t]
-
 
 def network_from_model(model: onnx.ModelProto) -> Network:
     """Index a model whose types are inferred (the sanitize stage guarantees it)."""

@@ -171,18 +171,18 @@ class ArtifactCache:
 
     def _lock(self, stage: str, key: str):
         lock = FileLock(str(self.root / "locks" / f"{key}.lock"))
+        # filelock's acquire returns a context manager that releases the lock on exit.
         try:
-            lock.acquire(timeout=0.05)
+            return lock.acquire(timeout=0.05)
         except Timeout:
             log.info("%s: waiting for another process computing the same entry (%s…)", stage, key[:12])
             try:
-                lock.acquire(timeout=self.lock_timeout)
+                return lock.acquire(timeout=self.lock_timeout)
             except Timeout as error:
                 raise StageFailed(
                     f"{stage}: waited {self.lock_timeout:.0f} s for the lock {lock.lock_file}; "
                     "if no other trtpipe job is running, delete that file"
                 ) from error
-        return _Held(lock)
 
     def _index_path(self, stage: str) -> Path:
         return self.root / "index" / f"{stage}.json"
@@ -217,17 +217,6 @@ class ArtifactCache:
             if dead_local or old or path.name.startswith("discarded-"):
                 log.debug("removing stale cache temporary %s", path)
                 shutil.rmtree(path, ignore_errors=True)
-
-
-class _Held:
-    def __init__(self, lock: FileLock) -> None:
-        self.lock = lock
-
-    def __enter__(self) -> FileLock:
-        return self.lock
-
-    def __exit__(self, *exc) -> None:
-        self.lock.release()
 
 
 def _pid_alive(pid: int) -> bool:

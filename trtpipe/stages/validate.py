@@ -16,7 +16,6 @@ from typing import Mapping
 
 from trtpipe.stages.base import Stage, StageOutcome
 
-CANDIDATES = ("emulated", "tensorrt")
 
 
 class ValidateAccuracy(Stage):

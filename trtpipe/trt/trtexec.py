@@ -22,7 +22,7 @@ Paths are relative (the model next to the command, the timing cache under
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from trtpipe.trt.seam import BuildOptions
 
@@ -124,7 +124,3 @@ def _size(size: int) -> str:
         if size % unit == 0:
             return f"{size // unit}{suffix}"
     return f"{size}B"
-
-
-def commands_for(options: BuildOptions, plan: Mapping, **kwargs) -> dict[int, Sequence[str]]:
-    return {major: trtexec_args(major, options, plan, **kwargs) for major in MAJORS}

@@ -18,7 +18,6 @@ import onnx
 
 from trtpipe.graph.value_info import strip_value_info
 from trtpipe.validate.ort_session import OrtSession, with_extra_outputs
-from trtpipe.validate.rounding import precision_name
 from trtpipe.validate.tensor_types import infer_tensor_types, is_float_tensor
 
 
@@ -28,12 +27,9 @@ class ReferenceRunner:
     def __init__(self, model: onnx.ModelProto, *, expose_intermediates: bool = False) -> None:
         graph = model.graph
         self.graph_outputs = [value.name for value in graph.output]
-        self.producers = {out: (node.name, node.op_type) for node in graph.node for out in node.output if out}
         runnable = model
-        self.precisions: dict[str, str] = {}
         if expose_intermediates:
             types = infer_tensor_types(model)
-            self.precisions = {name: precision_name(t) for name, t in types.types.items()}
             float_tensors = [
                 out for node in graph.node for out in node.output if out and is_float_tensor(types, out)
             ]
