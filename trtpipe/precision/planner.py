@@ -17,6 +17,7 @@ import logging
 from typing import Mapping
 
 import numpy as np
+import onnx
 
 from trtpipe.precision.authored import authored_decisions
 from trtpipe.precision.auto_constants import constant_decisions
@@ -87,6 +88,10 @@ def _initial(net: Network, name: str, default: str, authored: dict[str, str]) ->
         return Decision("keep", "Cast: kept as authored", "structure")
     if not net.computes_float(name):
         return Decision("none", "no float output (integer or shape path)", "structure")
+    if all(net.tensor_types.get(t) == onnx.TensorProto.DOUBLE for t in net.float_outputs(name)):
+        # The materialiser retypes FP32/FP16/BF16 only (element_types.RETYPABLE): a plan saying
+        # fp16 here would be reported but never applied.
+        return Decision("keep", "double (fp64) outputs: no lower precision is applied", "structure")
     if name in authored:
         return Decision("keep", authored[name], "authored")
     return Decision(default, f"precision.default={default}", "default")
