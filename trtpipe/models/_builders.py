@@ -28,6 +28,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.graph.parser_names import unique_name
+
 # Fixed metadata: part of what makes the serialised bytes reproducible.
 PRODUCER_NAME = "trtpipe"
 # IR 8 (onnx 1.10-1.12) covers every opset up to 17, the newest the built-in
@@ -117,12 +119,9 @@ class GraphBuilder:
             node.output[:] = [new if name == old else name for name in node.output]
 
     def _unique_node_name(self, base: str) -> str:
-        # The exporter's rule: the first node keeps the bare name, later ones
-        # get `_1`, `_2`, ... in the order they are created.
-        name, index = base, 0
-        while name in self._used_node_names:
-            index += 1
-            name = f"{base}_{index}"
+        # The exporter's rule, which is also the parser's: the first node keeps the bare
+        # name, later ones get `_1`, `_2`, ... in the order they are created.
+        name = unique_name(base, self._used_node_names)
         self._used_node_names.add(name)
         return name
 
