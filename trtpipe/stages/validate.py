@@ -50,7 +50,10 @@ class ValidateAccuracy(Stage):
         # Promoted intermediates are compared too: the reference exposes them when needed,
         # and a promoted `t__fp32` output is compared with the reference's tensor `t`.
         promoted = read_promoted_outputs(candidate_model)
-        reference = ReferenceRunner(reference_model, expose_intermediates=not set(outputs) <= reference_outputs)
+        wanted = {promoted.get(name, name) for name in outputs} - reference_outputs
+        produced = {out for node in reference_model.graph.node for out in node.output}
+        # Only what is compared is exposed (not every intermediate, as localisation does).
+        reference = ReferenceRunner(reference_model, extra_outputs=sorted(wanted & produced))
         reference_runs = [
             _by_candidate_name(reference.run(feeds_i), outputs, promoted) for feeds_i in feeds
         ]

@@ -13,6 +13,8 @@ or run is a `UserError` (`ort_session.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import onnx
 
@@ -24,16 +26,19 @@ from trtpipe.validate.tensor_types import infer_tensor_types, is_float_tensor
 class ReferenceRunner:
     """Runs `model` as it is (normally the FP32 model) on the CPU."""
 
-    def __init__(self, model: onnx.ModelProto, *, expose_intermediates: bool = False) -> None:
+    def __init__(self, model: onnx.ModelProto, *, expose_intermediates: bool = False,
+                 extra_outputs: Sequence[str] = ()) -> None:
+        """`extra_outputs`: tensors to return besides the graph outputs (promoted ones);
+        `expose_intermediates`: every float node output."""
         graph = model.graph
         self.graph_outputs = [value.name for value in graph.output]
-        runnable = model
+        exposed = list(extra_outputs)
         if expose_intermediates:
             types = infer_tensor_types(model)
-            float_tensors = [
-                out for node in graph.node for out in node.output if out and is_float_tensor(types, out)
-            ]
-            runnable = with_extra_outputs(model, float_tensors)
+            exposed += [out for node in graph.node for out in node.output if out and is_float_tensor(types, out)]
+        runnable = model
+        if exposed:
+            runnable = with_extra_outputs(model, exposed)
             strip_value_info(runnable)
         self._session = OrtSession(runnable, user_model=True)
 
