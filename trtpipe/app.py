@@ -10,6 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from trtpipe.errors import EXIT_FAILED, EXIT_OK, UserError
+from trtpipe.runner.manifest import MANIFEST_NAME
 
 log = logging.getLogger("trtpipe")
 
@@ -33,7 +34,7 @@ def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: 
             log.error("trtpipe: error: %s", error)
         return error.exit_code, None
     except PipelineFailed as failed:
-        log.info("trtpipe: FAILED (exit %d); manifest: %s", failed.result.exit_code, run_dir / "manifest.json")
+        log.info("trtpipe: FAILED (exit %d); manifest: %s", failed.result.exit_code, run_dir / MANIFEST_NAME)
         return failed.result.exit_code, failed.result
     except Exception as error:  # a defect in trtpipe: one line on the console, the traceback in the log
         if debug_enabled(cfg):
@@ -42,5 +43,5 @@ def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: 
         log.error("trtpipe: internal error: %s: %s (traceback in %s; debug=true prints it)",
                   type(error).__name__, error, run_dir / "trtpipe.log")
         return EXIT_FAILED, None
-    log.info("trtpipe: ok; manifest: %s", run_dir / "manifest.json")
+    log.info("trtpipe: ok; manifest: %s", run_dir / MANIFEST_NAME)
     return EXIT_OK, result

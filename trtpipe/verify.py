@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from trtpipe.errors import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, UserError
+from trtpipe.runner.manifest import MANIFEST_NAME
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -119,7 +120,7 @@ def _environment_changes(old: dict, new: dict) -> dict:
 
 
 def _read_manifest(path: Path) -> dict:
-    path = path / "manifest.json" if path.is_dir() else path
+    path = path / MANIFEST_NAME if path.is_dir() else path
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as error:

@@ -18,7 +18,6 @@ from trtpipe.errors import UserError
 
 ON_MISSING = ("defer", "error")
 AUDIT = ("warn", "error")
-PRECISION_MODES = ("strongly_typed", "constraints")
 MEMORY_POOLS = ("workspace", "dla_managed_sram", "dla_local_dram", "dla_global_dram", "tactic_dram",
                 "tactic_shared_memory")
 

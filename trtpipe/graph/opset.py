@@ -24,12 +24,12 @@ import logging
 import onnx
 from onnx import version_converter
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.errors import UserError
 from trtpipe.graph.value_info import restore_weights, weightless_copy
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def default_opset(model: onnx.ModelProto) -> int:

@@ -35,10 +35,10 @@ import numpy as np
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
 
 COMMUTATIVE_OPS = frozenset({"Add", "Mul"})
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass(eq=False)

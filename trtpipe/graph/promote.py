@@ -53,6 +53,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.errors import UserError
 from trtpipe.graph import value_info
 from trtpipe.graph.parser_names import parser_names, unique_name
@@ -65,7 +66,6 @@ MATCH_KINDS = ("exact", "regex")
 AS_TYPES = ("fp32", "native")
 LOW_PRECISION_FLOATS = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
 FP32_SUFFIX = "__fp32"
-DEFAULT_DOMAINS = ("", "ai.onnx")
 MANY_OUTPUTS_WARNING = "in TensorRT, marking many outputs breaks layer fusion and changes what is measured"
 
 

@@ -28,6 +28,8 @@ import logging
 
 import onnx
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
+
 logger = logging.getLogger(__name__)
 
 ALLOWZERO_SINCE_OPSET = 14
@@ -42,7 +44,7 @@ def make_reshape_allowzero_explicit(model: onnx.ModelProto, opset: int) -> list[
         return []
     fixed = []
     for index, node in enumerate(model.graph.node):
-        if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx"):
+        if node.op_type != "Reshape" or node.domain not in DEFAULT_DOMAINS:
             continue
         if any(attribute.name == "allowzero" for attribute in node.attribute):
             continue

@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.subgraphs import all_graphs
 
 WHOLE_SUFFIX = "__trtpipe_whole_shape"
@@ -83,7 +84,7 @@ def restore_shape_ranges(model: onnx.ModelProto, originals: list[onnx.NodeProto]
 
 def _range(node: onnx.NodeProto) -> tuple[int, int] | None:
     """(start, end) of a default-domain Shape that has a non-default range, else None."""
-    if node.op_type != "Shape" or node.domain not in ("", "ai.onnx"):
+    if node.op_type != "Shape" or node.domain not in DEFAULT_DOMAINS:
         return None
     values = {a.name: a.i for a in node.attribute if a.name in ("start", "end")}
     if not values or values == {"start": 0}:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import onnx
 from polygraphy.backend.onnx import infer_shapes as polygraphy_infer_shapes
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.model_parts import model_without_initializers
 from trtpipe.graph.onnx_io import is_weight
 from trtpipe.graph.subgraphs import all_graphs
@@ -66,7 +67,7 @@ def strip_value_info(
     def is_stale(name: str) -> bool:
         if name not in producer_domain or name in recorded_elsewhere or name in changed:
             return True
-        return rederivable and producer_domain[name] in ("", "ai.onnx")
+        return rederivable and producer_domain[name] in DEFAULT_DOMAINS
 
     keep = [value for value in graph.value_info if not is_stale(value.name)]
     removed = [value.name for value in graph.value_info if is_stale(value.name)]

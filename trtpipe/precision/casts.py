@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import helper
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.precision.element_types import LOW_PRECISION, RETYPABLE, is_lossless, short_name
 from trtpipe.precision.graph_index import GraphIndex, UniqueNames, rename_outer_reads
 from trtpipe.precision.node_types import NodeTypes, Requirement, exactly
 
 BEFORE_ALL_NODES = -1
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.precision.element_types import (
     KEEP,
     PRECISION_ELEMENT_TYPES,
@@ -92,7 +93,7 @@ def decide_node_types(
     node: onnx.NodeProto, precision: str, types: dict[str, int], opsets: dict[str, int]
 ) -> NodeTypes:
     """The types `node` reads and produces under `precision` (see module docstring)."""
-    if precision == KEEP and node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
+    if precision == KEEP and node.op_type == "Cast" and node.domain in DEFAULT_DOMAINS:
         return _kept_cast(node, types)
     if precision == KEEP and not any(types.get(name) in RETYPABLE for name in node.output if name):
         return _without_float_output(node, types, opsets)
@@ -100,7 +101,7 @@ def decide_node_types(
         return as_authored(node, types)
     if any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute):
         return as_authored(node, types, f"{node.op_type} has subgraphs; their types are kept as authored")
-    if node.domain not in ("", "ai.onnx"):
+    if node.domain not in DEFAULT_DOMAINS:
         return as_authored(node, types, f"{node.domain}::{node.op_type} is not a default-domain op; "
                                         "its types are kept as authored")
     opset = opsets.get(node.domain)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import onnx
 import onnx.defs
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.precision.element_types import element_type_of_schema_type
 
 _VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.precision.element_types import KEEP, RETYPABLE, short_name
 from trtpipe.precision.graph_index import GraphIndex, UniqueNames
 from trtpipe.precision.node_types import NodeTypes, exactly
@@ -39,7 +40,6 @@ WEIGHT_PASSTHROUGH_OPS = frozenset(
     {"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Expand"}
 )
 FLOAT_CONSTANT_ATTRIBUTES = frozenset({"value", "value_float", "value_floats"})
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass

@@ -18,6 +18,8 @@ import logging
 import sys
 from pathlib import Path
 
+from trtpipe.runner.manifest import MANIFEST_NAME
+
 PIPELINE_LOGGER = "trtpipe"
 
 
@@ -57,7 +59,7 @@ def json_summary(code: int, run_dir: Path, result) -> dict:
                "status": {0: "ok", 1: "failed", 2: "user_error"}.get(code, "failed"),
                "manifest": None, "stages": [], "validation": None}
     if result is not None:
-        summary["manifest"] = str(run_dir / "manifest.json")
+        summary["manifest"] = str(run_dir / MANIFEST_NAME)
         summary["stages"] = [{"name": s.name, "status": s.status, "seconds": s.seconds, "summary": s.summary}
                              for s in result.stages]
         if result.validation is not None:

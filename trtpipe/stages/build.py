@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
     "model.engine", "layer_info.json", "precision_audit.json", "trtexec.txt", "build.log", "audit.txt")
-_FLOAT_TYPES = {1, 10, 11, 16}  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 
 class BuildEngine(Stage):
@@ -103,9 +102,9 @@ class BuildEngine(Stage):
 
 
 def _options(config: Mapping):
-    from trtpipe.config.build_schema import (AUDIT, ON_MISSING, PRECISION_MODES, check_optimization_level,
+    from trtpipe.config.build_schema import (AUDIT, ON_MISSING, check_optimization_level,
                                              check_plugins, checked_choice, memory_pool_bytes)
-    from trtpipe.trt.seam import BuildOptions
+    from trtpipe.trt.seam import PRECISION_MODES, BuildOptions
 
     checked_choice(config, "on_missing", ON_MISSING)
     checked_choice(config, "audit", AUDIT)
@@ -174,9 +173,10 @@ def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_di
 def _float_outputs(model) -> dict[str, int]:
     """Node name (as the parser names layers) -> number of float outputs (unknown types count as float)."""
     from trtpipe.graph.parser_names import parser_names
+    from trtpipe.precision.network import FLOAT_TYPES
 
     graph = model.graph
     types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.output, *graph.value_info]
              if v.type.HasField("tensor_type")}
-    return {name: sum(1 for t in node.output if t and types.get(t, 1) in _FLOAT_TYPES)
+    return {name: sum(1 for t in node.output if t and types.get(t, 1) in FLOAT_TYPES)
             for name, node in parser_names(graph.node).items()}

@@ -54,6 +54,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
 from trtpipe.validate.refusals import (
     refuse_bf16_before_opset_13,
@@ -70,7 +71,6 @@ UNROUNDED_SUFFIX = "__trtpipe_unrounded"
 LOW_PRECISION_SUFFIX = "__trtpipe_lowp"
 STORED_SUFFIX = "__trtpipe_stored"
 ENTRY_SUFFIX = "__trtpipe_fp32"
-STANDARD_DOMAINS = ("", "ai.onnx")
 # Ops whose `dtype` attribute names their output type.
 DTYPE_ATTRIBUTE_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "EyeLike",
@@ -124,7 +124,7 @@ def emulation_from_model(model: onnx.ModelProto) -> Emulation:
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
-    return next((e.version for e in model.opset_import if e.domain in STANDARD_DOMAINS), 1)
+    return next((e.version for e in model.opset_import if e.domain in DEFAULT_DOMAINS), 1)
 
 
 class _Rewriter:
@@ -220,7 +220,7 @@ class _Rewriter:
 
     def _rewrite_node(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
         """The node(s) that replace `node` in the emulated graph."""
-        if node.domain not in STANDARD_DOMAINS:
+        if node.domain not in DEFAULT_DOMAINS:
             refuse_custom_low_precision(node, self.types)
             return [node]
         if node.op_type in VALUE_ATTRIBUTE_OPS:

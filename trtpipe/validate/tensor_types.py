@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.graph.value_info import inferred_copy
 
@@ -65,7 +66,7 @@ def _collect_declared(graph: onnx.GraphProto, types: dict[str, int]) -> None:
     for sparse in graph.sparse_initializer:
         types[sparse.values.name] = sparse.values.data_type
     for node in graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+        if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
             for attribute in node.attribute:
                 if attribute.name == "value" and attribute.HasField("t"):
                     types.setdefault(node.output[0], attribute.t.data_type)
