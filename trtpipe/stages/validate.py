@@ -38,6 +38,7 @@ class ValidateAccuracy(Stage):
         from trtpipe.graph.promoted_names import read_promoted_outputs
         from trtpipe.validate.compare import Tolerances, compare_candidate
         from trtpipe.validate.emulator import EmulatedRunner
+        from trtpipe.validate.localize import localize_results
         from trtpipe.validate.reference import ReferenceRunner
         from trtpipe.validate.report_table import failure_message, report_table
 
@@ -52,18 +53,29 @@ class ValidateAccuracy(Stage):
         promoted = read_promoted_outputs(candidate_model)
         wanted = {promoted.get(name, name) for name in outputs} - reference_outputs
         produced = {out for node in reference_model.graph.node for out in node.output}
-        # Only what is compared is exposed (not every intermediate, as localisation does).
-        reference = ReferenceRunner(reference_model, extra_outputs=sorted(wanted & produced))
-        reference_runs = [
-            _by_candidate_name(reference.run(feeds_i), outputs, promoted) for feeds_i in feeds
-        ]
+        # Decision: with the plot on, localisation runs in any case, so both models expose
+        # their intermediates from the start and localisation reuses the first iteration
+        # (one session and one emulation per model instead of two; exposing changes no
+        # result, the sessions compute op by op). Otherwise only what is compared is exposed.
+        expose = bool(config["plot"])
+        reference = ReferenceRunner(reference_model, expose_intermediates=expose,
+                                    extra_outputs=sorted(wanted & produced))
+        first_reference, reference_runs = None, []
+        for index, feeds_i in enumerate(feeds):
+            result = reference.run(feeds_i)
+            first_reference = result if index == 0 and expose else first_reference
+            reference_runs.append(_by_candidate_name(result, outputs, promoted))
         # Each session holds (a mapping of) every weight: one at a time on a large model.
         del reference
-        verdicts, notes = [], []
+        verdicts, notes, localization = [], [], None
         for candidate in config["candidates"]:
             if candidate == "emulated":
-                runner = EmulatedRunner(candidate_model)
+                runner = EmulatedRunner(candidate_model, expose_intermediates=expose)
                 runs = [runner.run(feeds_i) for feeds_i in feeds]
+                if expose:
+                    localization = localize_results(first_reference, runs[0], candidate_model, runner.precisions,
+                                                    threshold=config["localize_threshold"])
+                    runs = [{name: run[name] for name in outputs if name in run} for run in runs]
                 del runner
                 verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances))
             elif candidate == "tensorrt" and "engine" in inputs:
@@ -84,8 +96,7 @@ class ValidateAccuracy(Stage):
         }
         failed = next((v for v in verdicts if not v.passed), None)
         outputs = {"report": "validation.json"}
-        localization = None
-        if (failed is not None and config["localize"]) or config["plot"]:
+        if localization is None and ((failed is not None and config["localize"]) or config["plot"]):
             localization = _localize(reference_model, candidate_model, feeds[0], config)
         if failed is not None and config["localize"]:
             report["localization"] = localization.to_json()
