@@ -8,26 +8,17 @@ files, never live objects.
 
 from __future__ import annotations
 
-import json
-
 import onnx
+
+from trtpipe.graph.json_metadata import merge_json_metadata, read_json_metadata
 
 METADATA_KEY = "trtpipe.promoted_outputs"
 
 
 def read_promoted_outputs(model: onnx.ModelProto) -> dict[str, str]:
     """output name -> the tensor it exposes (empty when nothing was promoted)."""
-    for entry in model.metadata_props:
-        if entry.key == METADATA_KEY:
-            return dict(json.loads(entry.value))
-    return {}
+    return {str(name): str(tensor) for name, tensor in read_json_metadata(model, METADATA_KEY).items()}
 
 
 def record_promoted_outputs(model: onnx.ModelProto, mapping: dict[str, str]) -> None:
-    merged = {**read_promoted_outputs(model), **mapping}
-    kept = [(e.key, e.value) for e in model.metadata_props if e.key != METADATA_KEY]
-    del model.metadata_props[:]
-    for key, value in kept:
-        model.metadata_props.add(key=key, value=value)
-    if merged:
-        model.metadata_props.add(key=METADATA_KEY, value=json.dumps(merged, sort_keys=True, separators=(",", ":")))
+    merge_json_metadata(model, METADATA_KEY, mapping)

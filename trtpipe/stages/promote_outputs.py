@@ -12,7 +12,7 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class PromoteOutputs(Stage):
     name = "promote_outputs"
-    version = "1"
+    version = "2"  # 2: promoted-outputs metadata written as UTF-8 JSON like every trtpipe metadata entry
     consumes = ("model",)
     produces = ("model",)
     tools = ("onnx", "onnx-graphsurgeon", "numpy", "protobuf")
