@@ -30,7 +30,8 @@ def memoised_digest(path: Path, index_dir: Path) -> str:
     if known and known["stamps"] == _stamps(path, known["sidecars"]):
         return known["sha256"]
     sidecars = external_data_locations(path) if path.suffix == ".onnx" else []
-    record = {"sidecars": sidecars, "stamps": _stamps(path, sidecars), "sha256": artifact_digest(path)}
+    record = {"sidecars": sidecars, "stamps": _stamps(path, sidecars),
+              "sha256": artifact_digest(path, locations=sidecars if path.suffix == ".onnx" else None)}
     with FileLock(str(index_dir / (_MEMO_FILE + ".lock")), timeout=60):
         memo = _read(memo_path)
         memo.pop(str(path), None)

@@ -61,13 +61,15 @@ def sha256_file(path: Path) -> str:
     return tree.hexdigest()
 
 
-def artifact_digest(path: Path, known: Mapping[str, str] | None = None) -> str:
+def artifact_digest(path: Path, known: Mapping[str, str] | None = None,
+                    locations: list[str] | None = None) -> str:
     """Digest of an artifact, including the external data files of an ONNX model.
 
     Decision: a model's identity is its protobuf plus every external data file it
     references, so editing a `.data` file changes the digest like editing weights
     inline would. `known`: file name -> sha256 of files in the same directory already
-    hashed by the caller (the cache hashes every file of an entry once).
+    hashed by the caller (the cache hashes every file of an entry once). `locations`:
+    the model's external data files when the caller has already read them.
     """
     path = Path(path)
     known = known or {}
@@ -77,7 +79,8 @@ def artifact_digest(path: Path, known: Mapping[str, str] | None = None) -> str:
 
     if path.suffix != ".onnx":
         return file_digest(path)
-    locations = external_data_locations(path)
+    if locations is None:
+        locations = external_data_locations(path)
     if not locations:
         return file_digest(path)
     digest = hashlib.sha256(file_digest(path).encode())
@@ -97,8 +100,10 @@ def locations_in(model) -> list[str]:
     """Sorted external data file names a loaded (not data-loaded) ModelProto refers to."""
     import onnx
 
+    from trtpipe.graph.model_parts import all_tensors
+
     locations = set()
-    for tensor in onnx.external_data_helper._get_all_tensors(model):
+    for tensor in all_tensors(model):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             for entry in tensor.external_data:
                 if entry.key == "location":
