@@ -64,7 +64,7 @@ def prepare_case(case: Case, work_dir: Path) -> PreparedCase:
     """Write `case` through its recipe's sanitize and upgrade_opset stages into work_dir."""
     from trtpipe.stages.sanitize import SanitizeModel
     from trtpipe.stages.upgrade_opset import UpgradeOpset
-    from trtpipe.validate.inputs import generate_inputs
+    from trtpipe.numerics.inputs import generate_inputs
 
     cfg = recipe_config(case.recipe)
     work_dir.mkdir(parents=True, exist_ok=True)

@@ -184,8 +184,8 @@ def _validate(reference_path: Path, candidate_path: Path, data: dict):
     from trtpipe.data import sample_feeds
     from trtpipe.graph.onnx_io import load_model
     from trtpipe.validate.compare import Tolerances, compare_candidate
-    from trtpipe.validate.emulator import EmulatedRunner
-    from trtpipe.validate.reference import ReferenceRunner
+    from trtpipe.numerics.emulator import EmulatedRunner
+    from trtpipe.numerics.reference import ReferenceRunner
 
     reference_model, candidate_model = load_model(reference_path), load_model(candidate_path)
     feeds = sample_feeds(reference_model, data)
@@ -202,7 +202,7 @@ def _validate(reference_path: Path, candidate_path: Path, data: dict):
 def _data_block(feeds: dict, tmp: Path) -> dict:
     """The resolved `data` block for the test's own inputs: an .npz of its tensor inputs, written
     as trtpipe documents (raw bits for bfloat16/float8/int4, fixed-width text for strings)."""
-    from trtpipe.validate.input_types import is_raw_stored
+    from trtpipe.numerics.input_types import is_raw_stored
 
     arrays = {}
     for name, value in feeds.items():

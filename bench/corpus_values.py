@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trtpipe.validate.input_types import is_float
+from trtpipe.numerics.input_types import is_float
 
 # dtype name -> (rtol, atol)
 FLOAT_TOLERANCES = {

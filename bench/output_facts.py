@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto
 
 from bench.converters import FUSED_LAYERNORM_PREFIX
-from trtpipe.validate.metrics import OutputMetrics, output_metrics, worst_metrics
+from trtpipe.numerics.metrics import OutputMetrics, output_metrics, worst_metrics
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 NOT_COMPUTING = ("Cast", "Constant")
@@ -86,7 +86,7 @@ def _node_precisions(model: onnx.ModelProto) -> dict[str, int | None]:
 
 def accuracy(reference_outputs: list[dict], converted: onnx.ModelProto, feeds: list[dict]) -> dict[str, OutputMetrics]:
     """Per graph output, the worst metrics of the emulated converted model over `feeds`."""
-    from trtpipe.validate.emulator import EmulatedRunner
+    from trtpipe.numerics.emulator import EmulatedRunner
 
     runner = EmulatedRunner(converted)
     runs = [runner.run(feed) for feed in feeds]
@@ -97,7 +97,7 @@ def accuracy(reference_outputs: list[dict], converted: onnx.ModelProto, feeds: l
 
 
 def reference_outputs(source: onnx.ModelProto, feeds: list[dict]) -> list[dict]:
-    from trtpipe.validate.reference import ReferenceRunner
+    from trtpipe.numerics.reference import ReferenceRunner
 
     runner = ReferenceRunner(source)
     return [runner.run(feed) for feed in feeds]

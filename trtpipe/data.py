@@ -41,7 +41,7 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
 
 def sample_feeds(model, data: Mapping) -> list[dict]:
     """The feed dicts described by a resolved data block."""
-    from trtpipe.validate.inputs import generate_inputs, load_inputs
+    from trtpipe.numerics.inputs import generate_inputs, load_inputs
 
     if data.get("path"):
         return load_inputs(Path(data["path"]), model)

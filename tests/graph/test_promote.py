@@ -16,7 +16,7 @@ from trtpipe.errors import UserError
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.promote import MANY_OUTPUTS_WARNING, promote_outputs
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
-from trtpipe.validate.inputs import generate_inputs
+from trtpipe.numerics.inputs import generate_inputs
 
 LAYERNORM_NODES = ".*/LayerNorm/.*"
 ORIGINAL_OUTPUTS = ["last_hidden_state", "pooler_output"]

@@ -27,7 +27,7 @@ from trtpipe.graph.weights_on_disk import (
     tensor_nbytes,
 )
 from trtpipe.models import BUILTIN_MODELS
-from trtpipe.validate.ort_session import OrtSession
+from trtpipe.numerics.ort_session import OrtSession
 
 RNG = np.random.default_rng(11)
 WEIGHT_NAMES = ("w32", "w16", "w8")

@@ -10,8 +10,8 @@ import pytest
 from tests.precision.models import data_block, precision_config, prepared
 from trtpipe.data import sample_feeds
 from trtpipe.stages.precision import PlanPrecision
-from trtpipe.validate.emulator import EmulatedRunner
-from trtpipe.validate.reference import ReferenceRunner
+from trtpipe.numerics.emulator import EmulatedRunner
+from trtpipe.numerics.reference import ReferenceRunner
 
 NAIVE = {"respect_authored": False,
          "auto": {"max_abs": None, "constants": "saturate", "normalization": False, "softmax": False}}

@@ -90,7 +90,7 @@ def test_the_engine_passes_validation_against_the_fp32_reference(built):
     from trtpipe.data import sample_feeds
     from trtpipe.graph.onnx_io import load_model
     from trtpipe.validate.compare import Tolerances, compare_candidate
-    from trtpipe.validate.reference import ReferenceRunner
+    from trtpipe.numerics.reference import ReferenceRunner
 
     model, cfg, data, artifacts, outcome, work = built
     reference_model = load_model(artifacts["reference"])

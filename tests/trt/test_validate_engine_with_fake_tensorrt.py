@@ -9,7 +9,7 @@ import onnx
 from tests.precision.models import data_block, prepared
 from tests.trt.fake_tensorrt import FakeTensorRTBackend
 from trtpipe.stages.validate import ValidateAccuracy
-from trtpipe.validate.reference import ReferenceRunner
+from trtpipe.numerics.reference import ReferenceRunner
 
 CONFIG = {"candidates": ["emulated", "tensorrt"], "tolerance": {"cosine_min": 0.999, "psnr_min": 40.0},
           "outputs": {}, "localize": True, "localize_threshold": 0.01, "plot": False}

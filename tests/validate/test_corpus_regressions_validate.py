@@ -9,9 +9,9 @@ from onnx import TensorProto, helper
 from tests.validate.graphs import FP32, make_model
 from trtpipe.errors import UserError
 from trtpipe.validate.compare import Tolerances, compare_candidate
-from trtpipe.validate.metrics import output_metrics
-from trtpipe.validate.ort_session import OrtSession, ort_reason
-from trtpipe.validate.reference import ReferenceRunner
+from trtpipe.numerics.metrics import output_metrics
+from trtpipe.numerics.ort_session import OrtSession, ort_reason
+from trtpipe.numerics.reference import ReferenceRunner
 
 
 def _bernoulli_model():

@@ -19,10 +19,10 @@ import pytest
 from tests.validate.naive_fp16 import fp16_except, naive_fp16
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
 from trtpipe.validate.compare import compare_candidate
-from trtpipe.validate.emulator import EmulatedRunner
-from trtpipe.validate.inputs import generate_inputs
+from trtpipe.numerics.emulator import EmulatedRunner
+from trtpipe.numerics.inputs import generate_inputs
 from trtpipe.validate.localize import localize, topological_order
-from trtpipe.validate.reference import ReferenceRunner
+from trtpipe.numerics.reference import ReferenceRunner
 
 # Positive controls: the nodes a working precision plan keeps in FP32.
 PROTECTED = {

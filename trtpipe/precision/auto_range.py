@@ -15,7 +15,7 @@ from trtpipe.precision.network import Network
 
 def observed_max_abs(net: Network, feeds_list: list[dict[str, np.ndarray]]) -> dict[str, float]:
     """node name -> the largest finite |value| of its float outputs or hidden intermediates."""
-    from trtpipe.validate.reference import ReferenceRunner
+    from trtpipe.numerics.reference import ReferenceRunner
 
     runner = ReferenceRunner(net.model, expose_intermediates=True)
     per_node: dict[str, float] = {}

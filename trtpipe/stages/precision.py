@@ -90,7 +90,7 @@ def _rules_against_tensorrt(model_path: Path, net, matches, backend) -> dict:
 
 def _search(model, decisions, feeds, config, out_dir: Path):
     """Replace the automatic plan by the smallest passing FP32 set the search finds."""
-    from trtpipe.precision.search import search_fp32_set
+    from trtpipe.search.fp32_set import search_fp32_set
     from trtpipe.validate.compare import Tolerances
 
     search = config["search"]

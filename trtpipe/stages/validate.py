@@ -2,7 +2,7 @@
 and when a candidate fails, name the first ONNX node whose output went wrong.
 
 Decision (after Polygraphy): runners produce results and a separate comparator
-judges them — `trtpipe.validate.reference`/`emulator` run, `compare` judges,
+judges them — `trtpipe.numerics.reference`/`emulator` run, `compare` judges,
 `localize` explains; this file only wires them and writes `validation.json`.
 A failed verdict is a result like any other: it is cached and published, and the
 stage is then marked failed so the run exits 1.
@@ -37,9 +37,9 @@ class ValidateAccuracy(Stage):
         from trtpipe.graph.onnx_io import load_model
         from trtpipe.graph.promoted_names import read_promoted_outputs
         from trtpipe.validate.compare import Tolerances, compare_candidate
-        from trtpipe.validate.emulator import EmulatedRunner
+        from trtpipe.numerics.emulator import EmulatedRunner
         from trtpipe.validate.localize import localize_results
-        from trtpipe.validate.reference import ReferenceRunner
+        from trtpipe.numerics.reference import ReferenceRunner
         from trtpipe.validate.report_table import failure_message, report_table
 
         reference_model = load_model(inputs["reference"], weights_on_disk=True)

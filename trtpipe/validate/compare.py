@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from trtpipe.errors import UserError
-from trtpipe.validate.metrics import OutputMetrics, output_metrics, worst_metrics
+from trtpipe.numerics.metrics import OutputMetrics, output_metrics, worst_metrics
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import onnx
 
-from trtpipe.validate.emulator import EmulatedRunner
-from trtpipe.validate.metrics import json_float
-from trtpipe.validate.reference import ReferenceRunner
+from trtpipe.numerics.emulator import EmulatedRunner
+from trtpipe.numerics.metrics import json_float
+from trtpipe.numerics.reference import ReferenceRunner
 
 DEFAULT_THRESHOLD = 1e-2
 SCALE_FLOOR = 1e-6

@@ -40,7 +40,7 @@ import numpy as np
 import onnx
 
 from trtpipe.errors import UserError
-from trtpipe.validate.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
+from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
 
 logger = logging.getLogger(__name__)
 

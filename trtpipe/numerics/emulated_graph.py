@@ -56,7 +56,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
-from trtpipe.validate.refusals import (
+from trtpipe.numerics.refusals import (
     refuse_bf16_before_opset_13,
     refuse_custom_low_precision,
     refuse_low_precision_tensor_attributes,
@@ -64,8 +64,8 @@ from trtpipe.validate.refusals import (
     refuse_sparse_initializers,
     refuse_unsupported_types,
 )
-from trtpipe.validate.rounding import LOW_PRECISION_TYPES, precision_name
-from trtpipe.validate.tensor_types import TensorTypes, infer_tensor_types, is_float_tensor
+from trtpipe.numerics.rounding import LOW_PRECISION_TYPES, precision_name
+from trtpipe.numerics.tensor_types import TensorTypes, infer_tensor_types, is_float_tensor
 
 UNROUNDED_SUFFIX = "__trtpipe_unrounded"
 LOW_PRECISION_SUFFIX = "__trtpipe_lowp"

@@ -25,10 +25,10 @@ from trtpipe.data import sample_feeds
 from trtpipe.precision.materialize import materialize
 from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
 from trtpipe.precision.planner import plan_precision
-from trtpipe.precision.search import MATERIALIZE_AS, search_fp32_set
+from trtpipe.search.fp32_set import MATERIALIZE_AS, search_fp32_set
 from trtpipe.validate.compare import Tolerances, compare_candidate
-from trtpipe.validate.emulator import EmulatedRunner
-from trtpipe.validate.reference import ReferenceRunner
+from trtpipe.numerics.emulator import EmulatedRunner
+from trtpipe.numerics.reference import ReferenceRunner
 
 TOLERANCES = {
     "transformer": Tolerances.from_mapping(

@@ -20,8 +20,8 @@ import onnx
 from onnx import TensorProto
 
 from trtpipe.errors import UserError
-from trtpipe.validate.rounding import LOW_PRECISION_TYPES, UNSUPPORTED_FLOAT_TYPES, precision_name
-from trtpipe.validate.tensor_types import TensorTypes
+from trtpipe.numerics.rounding import LOW_PRECISION_TYPES, UNSUPPORTED_FLOAT_TYPES, precision_name
+from trtpipe.numerics.tensor_types import TensorTypes
 
 KEEP_FP32_OR_USE_ENGINE = "keep this node in FP32 with a precision rule, or validate on the TensorRT engine"
 

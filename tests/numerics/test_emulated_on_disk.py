@@ -8,8 +8,8 @@ import numpy as np
 
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, BUILTIN_MODELS
-from trtpipe.validate.emulated_graph import STORED_SUFFIX, emulation_from_model
-from trtpipe.validate.emulator import EmulatedRunner
+from trtpipe.numerics.emulated_graph import STORED_SUFFIX, emulation_from_model
+from trtpipe.numerics.emulator import EmulatedRunner
 from tests.validate.naive_fp16 import naive_fp16
 
 

@@ -4,11 +4,11 @@ The automatic rules keep FP32 whatever *might* overflow (whole normalization
 groups, every node above `precision.auto.max_abs`); the search asks the
 emulator which of them the sample inputs actually need. A trial is one plan:
 materialise it, run it on the faithful FP16 emulator, judge it against the FP32
-reference with the validate stage's tolerances (`search_trials.py`).
+reference with the validate stage's tolerances (`trtpipe.search.trials`).
 
 Algorithm (every step deterministic: orders are ranks, then topological order):
 1. Baselines: the automatic plan, then the all-low-precision plan.
-2. Rank the searchable nodes by sensitivity (`search_sensitivity.py`): where
+2. Rank the searchable nodes by sensitivity (`trtpipe.search.sensitivity`): where
    localisation of the all-low plan says error enters, inf/NaN, magnitude
    beyond the low-precision range, normalization groups.
 3. Grow from all-low: add every searchable node that localisation names as an
@@ -53,9 +53,9 @@ from trtpipe.precision.authored import authored_decisions
 from trtpipe.precision.auto_constants import constant_decisions
 from trtpipe.precision.decisions import Decision, LOW_PRECISIONS, MATERIALIZE_AS
 from trtpipe.precision.network import Network, name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.search_rules import assumed_settings, fp32_rules, rules_yaml
-from trtpipe.precision.search_sensitivity import Sensitivity, rank_by_sensitivity
-from trtpipe.precision.search_trials import Outcome, Trial, TrialRunner, worst_json
+from trtpipe.search.rules_yaml import assumed_settings, fp32_rules, rules_yaml
+from trtpipe.search.sensitivity import Sensitivity, rank_by_sensitivity
+from trtpipe.search.trials import Outcome, Trial, TrialRunner, worst_json
 from trtpipe.validate.compare import Tolerances
 
 SEARCHABLE_SOURCES = ("default", "auto", "search")

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from trtpipe.validate.emulated_graph import Emulation, emulation_from_model
-from trtpipe.validate.ort_session import OrtSession, with_extra_outputs
+from trtpipe.numerics.emulated_graph import Emulation, emulation_from_model
+from trtpipe.numerics.ort_session import OrtSession, with_extra_outputs
 
 
 class EmulatedRunner:

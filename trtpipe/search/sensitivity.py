@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import normalization_groups
 from trtpipe.validate.localize import LARGEST_VALUE, Localization
-from trtpipe.validate.metrics import json_float
+from trtpipe.numerics.metrics import json_float
 
 
 @dataclass

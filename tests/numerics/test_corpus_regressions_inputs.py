@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 
 from tests.validate.graphs import make_model
 from trtpipe.errors import UserError
-from trtpipe.validate.inputs import generate_inputs, load_inputs
+from trtpipe.numerics.inputs import generate_inputs, load_inputs
 
 
 def _identity_model(value_info, opset=21):

@@ -32,10 +32,10 @@ import onnx
 
 from trtpipe.precision.materialize import materialize
 from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
-from trtpipe.validate.emulator import EmulatedRunner
+from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.validate.localize import Localization, localize_results
-from trtpipe.validate.metrics import json_float
-from trtpipe.validate.reference import ReferenceRunner
+from trtpipe.numerics.metrics import json_float
+from trtpipe.numerics.reference import ReferenceRunner
 
 
 @dataclass

@@ -14,11 +14,11 @@ from tests.validate.graphs import (
 )
 from trtpipe.errors import UserError
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
-from trtpipe.validate.emulated_graph import emulation_from_model
-from trtpipe.validate.emulator import EmulatedRunner
-from trtpipe.validate.inputs import generate_inputs
-from trtpipe.validate.reference import ReferenceRunner
-from trtpipe.validate.rounding import round_to_bf16, round_to_fp16
+from trtpipe.numerics.emulated_graph import emulation_from_model
+from trtpipe.numerics.emulator import EmulatedRunner
+from trtpipe.numerics.inputs import generate_inputs
+from trtpipe.numerics.reference import ReferenceRunner
+from trtpipe.numerics.rounding import round_to_bf16, round_to_fp16
 
 FP16_MAX = 65504.0
 

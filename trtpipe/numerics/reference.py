@@ -19,8 +19,8 @@ import numpy as np
 import onnx
 
 from trtpipe.graph.value_info import strip_value_info
-from trtpipe.validate.ort_session import OrtSession, with_extra_outputs
-from trtpipe.validate.tensor_types import infer_tensor_types, is_float_tensor
+from trtpipe.numerics.ort_session import OrtSession, with_extra_outputs
+from trtpipe.numerics.tensor_types import infer_tensor_types, is_float_tensor
 
 
 class ReferenceRunner:

@@ -28,7 +28,7 @@ from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.graph.value_info import inferred_copy
 
-from trtpipe.validate.rounding import is_float_type
+from trtpipe.numerics.rounding import is_float_type
 
 
 @dataclass

@@ -12,7 +12,7 @@ from polygraphy.json import save_json
 from tests.validate.graphs import make_model
 from trtpipe.errors import UserError
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
-from trtpipe.validate.inputs import generate_inputs, load_inputs
+from trtpipe.numerics.inputs import generate_inputs, load_inputs
 
 SPECS = BUILTIN_INPUT_SPECS["transformer"]
 
@@ -65,7 +65,7 @@ def test_missing_integer_spec_is_a_user_error_naming_the_key(transformer):
 
 def test_float_input_without_spec_defaults_to_unit_range_with_a_note(caplog):
     model = builtin_model("nafnet")
-    with caplog.at_level(logging.INFO, logger="trtpipe.validate.inputs"):
+    with caplog.at_level(logging.INFO, logger="trtpipe.numerics.inputs"):
         image = generate_inputs(model, {}, seed=0, iterations=1)[0]["image"]
     assert image.dtype == np.float32 and image.shape == (1, 3, 32, 32)
     assert image.min() >= 0.0 and image.max() < 1.0

@@ -12,7 +12,7 @@ from trtpipe.errors import UserError
 from trtpipe.validate.compare import (
     DEFAULT_TOLERANCE, Tolerance, Tolerances, compare_candidate, judge,
 )
-from trtpipe.validate.metrics import OutputMetrics, output_metrics, worst_metrics
+from trtpipe.numerics.metrics import OutputMetrics, output_metrics, worst_metrics
 
 
 def image(low=0.0, high=1.0, seed=0):
