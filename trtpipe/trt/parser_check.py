@@ -54,7 +54,7 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
         log.warning("build: TensorRT %s's ONNX parser cannot import %s (build.unsupported=warn: continuing; "
                     "see build/%s)", version, errors, REPORT)
     if warnings:
-        log.warning("build: TensorRT %s's ONNX parser: %s (see build/%s)", version, _reasons(report), REPORT)
+        log.warning("build: parser check: %s (see build/%s)", _reasons(report), REPORT)
     if not report["opset"]["inside"]:
         log.warning("build: the model imports ONNX opset %s; TensorRT %s's parser supports opsets %s to %s",
                     report["opset"]["model"], version, *report["opset"]["supported_range"])

@@ -1,6 +1,6 @@
 """The TensorRT ONNX parser's operator lists, shipped as data, and which one a build targets.
 
-Each `parser_ops/<version>.json` is onnx-tensorrt's `docs/operators.md` (operator, Y/N,
+Each `onnx_parser_ops/<version>.json` is onnx-tensorrt's `docs/operators.md` (operator, Y/N,
 supported types, restrictions) at the commit NVIDIA/TensorRT pins for that release, plus
 the plugin names of that release's `libnvinfer_plugin` (NVIDIA/TensorRT `plugin/README.md`).
 `python -m bench.parser_ops` regenerates them; each file's `source` says where it came from.
@@ -25,7 +25,7 @@ from typing import Mapping
 
 from trtpipe.errors import UserError
 
-DATA_DIR = Path(__file__).with_name("parser_ops")
+DATA_DIR = Path(__file__).with_name("onnx_parser_ops")
 
 
 @dataclass(frozen=True)
