@@ -133,6 +133,7 @@ def test_the_version_decides_attention_is_new_in_the_10_16_list():
 @pytest.mark.parametrize("asked, chosen, says", [
     ("10.16.0.72", "10.16", "its own list"), ("10.9.0.34", "10.0", "newest shipped list not newer than it"),
     ("11.4", "11.1", "newest shipped list not newer than it"), ("8.6.1", "10.0", "older than every shipped list"),
+    ("10.16.1.post1", "10.16", "its own list"),
     (None, NEWEST, "the newest list")])
 def test_which_list_a_version_gets(asked, chosen, says):
     table = list_for(asked, "test")

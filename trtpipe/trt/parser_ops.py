@@ -50,10 +50,11 @@ class ParserOps:
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    """"10.16.0.5" -> (10, 16, 0, 5); raises ValueError for anything else."""
-    if not re.fullmatch(r"\d+(\.\d+)*", str(version).strip()):
+    """"10.16.0.5" -> (10, 16, 0, 5), "10.3.0.post1" -> (10, 3, 0); ValueError without a leading number."""
+    match = re.match(r"\d+(\.\d+)*", str(version).strip())
+    if match is None:
         raise ValueError(version)
-    return tuple(int(part) for part in str(version).strip().split("."))
+    return tuple(int(part) for part in match.group(0).split("."))
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,10 +84,13 @@ def list_for(version: str | None, origin: str) -> ParserOps:
     try:
         target = version_key(version)
     except ValueError:
+        if origin == "installed":
+            return replace(load_list(shipped[-1]), selection=f"installed TensorRT reports the version {version!r}, "
+                                                             f"which is no number: the newest list")
         raise UserError(f"build.tensorrt_version is {version!r}, not a version number",
                         f"give the TensorRT version as a quoted string, e.g. build.tensorrt_version='10.16' "
                         f"(lists shipped: {', '.join(shipped)})") from None
-    older = [v for v in shipped if version_key(v) <= target[:len(version_key(v))] or version_key(v) <= target]
+    older = [v for v in shipped if version_key(v) <= target]  # (10, 16) <= (10, 16, 0, 72)
     if older:
         chosen = older[-1]
         exact = version_key(chosen) == target[:len(version_key(chosen))]
