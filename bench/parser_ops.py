@@ -65,7 +65,7 @@ def parse_operators_md(text: str) -> dict:
             continue
         name, flag = cells[0], cells[1] if len(cells) > 1 else ""
         third = cells[2] if len(cells) > 2 else ""
-        entries = [t.strip() for t in third.split(",") if t.strip()]
+        entries = [t for t in re.split(r"[,\s]+", third) if t]  # 10.0's Split row lacks a comma: "INT64 BOOL"
         is_types = bool(entries) and all(TYPE_TOKEN.match(t) for t in entries)
         restrictions = " ".join(c for c in cells[3:] if c)
         if third and not is_types:
