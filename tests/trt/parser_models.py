@@ -7,6 +7,7 @@ Each runs in ONNX Runtime (the tests check that), so they are models a user can 
 - `contrib_ops_model`: ONNX Runtime contrib ops (com.microsoft FusedMatMul, Gelu).
 - `if_model`: an `If` whose then-branch holds an op TensorRT lacks (Det).
 - `local_function_model`: a model-local function, which the parser expands.
+- `loop_model`: a Loop whose body holds Det.
 """
 
 from __future__ import annotations
@@ -93,3 +94,20 @@ def local_function_model(body_op: str) -> onnx.ModelProto:
     graph = helper.make_graph([node], "functions", [out("x", TensorProto.FLOAT, [2, 8])],
                               [out("y", TensorProto.FLOAT, [2, 8])])
     return _model(graph, [helper.make_opsetid("custom", 1)], [function])
+
+
+def loop_model() -> onnx.ModelProto:
+    """Two Loop iterations whose body computes Det of the carried matrix (a scan output)."""
+    out = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], "/step/cond"),
+         helper.make_node("Identity", ["m_in"], ["m_out"], "/step/carry"),
+         helper.make_node("Det", ["m_in"], ["d"], "/step/det")],
+        "body", [out("i", TensorProto.INT64, []), out("cond_in", TensorProto.BOOL, []),
+                 out("m_in", TensorProto.FLOAT, [3, 3])],
+        [out("cond_out", TensorProto.BOOL, []), out("m_out", TensorProto.FLOAT, [3, 3]), out("d", TensorProto.FLOAT, [])])
+    inits = [numpy_helper.from_array(np.array(2, np.int64), "trips"), numpy_helper.from_array(np.array(True), "go")]
+    nodes = [helper.make_node("Loop", ["trips", "go", "m"], ["m_final", "dets"], "/rnn/Loop", body=body)]
+    graph = helper.make_graph(nodes, "loop_model", [out("m", TensorProto.FLOAT, [3, 3])],
+                              [out("m_final", TensorProto.FLOAT, [3, 3]), out("dets", TensorProto.FLOAT, [2])], inits)
+    return _model(graph)

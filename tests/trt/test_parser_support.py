@@ -179,3 +179,13 @@ def test_one_line_lists_the_first_nodes_per_op():
                                               f"/extra/mm{i}") for i in range(3)])
     line = one_line(parser_support(model, load_list(NEWEST)))
     assert "MatMulInteger (4 nodes: /fc/MatMul_quant, /extra/mm0, ...)" in line
+
+
+def test_an_op_inside_a_loop_body_is_found():
+    model = pm.loop_model()
+    m = np.random.RandomState(5).randn(3, 3).astype(np.float32)
+    final, dets = run_in_ort(model, {"m": m})
+    np.testing.assert_allclose(dets, [np.linalg.det(m)] * 2, rtol=1e-4)
+    report = parser_support(model, load_list(NEWEST))
+    assert report["errors"] == ["Det"] and by_op(report)["Det"]["nodes"] == ["/rnn/Loop > body > /step/det"]
+    assert report["op_counts"] == {"Det": 1, "Identity": 2, "Loop": 1}
