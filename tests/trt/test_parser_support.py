@@ -189,3 +189,25 @@ def test_an_op_inside_a_loop_body_is_found():
     report = parser_support(model, load_list(NEWEST))
     assert report["errors"] == ["Det"] and by_op(report)["Det"]["nodes"] == ["/rnn/Loop > body > /step/det"]
     assert report["op_counts"] == {"Det": 1, "Identity": 2, "Loop": 1}
+
+
+def test_a_model_quantized_by_onnxruntime_quantize_dynamic_is_refused_at_its_integer_nodes(tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    weight = np.random.RandomState(6).randn(8, 4).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], "/fc/MatMul")], "float",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                              [onnx.numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "float.onnx")
+    quantize_dynamic(str(tmp_path / "float.onnx"), str(tmp_path / "int8.onnx"), weight_type=QuantType.QUInt8)
+    quantized = onnx.load(str(tmp_path / "int8.onnx"))
+    x = np.random.RandomState(7).randn(2, 8).astype(np.float32)
+    np.testing.assert_allclose(run_in_ort(quantized, {"x": x})[0], x @ weight, atol=0.1)
+    assert parser_support(model, load_list(NEWEST))["findings"] == []
+    report = parser_support(quantized, load_list(NEWEST))
+    assert report["errors"] == ["DynamicQuantizeLinear", "MatMulInteger"]
+    matmul_integer = [n.name for n in quantized.graph.node if n.op_type == "MatMulInteger"]
+    assert by_op(report)["MatMulInteger"]["nodes"] == matmul_integer
