@@ -86,7 +86,8 @@ def if_model() -> onnx.ModelProto:
 def local_function_model(body_op: str) -> onnx.ModelProto:
     """y = Scaled(x), a model-local function `custom.Scaled` whose body is body_op(x) * 2."""
     body = [helper.make_node(body_op, ["a"], ["b"], "fn_inner"),
-            helper.make_node("Constant", [], ["two"], "fn_two", value=numpy_helper.from_array(np.array(2.0, np.float32))),
+            helper.make_node("Constant", [], ["two"], "fn_two",
+                             value=numpy_helper.from_array(np.array(2.0, np.float32))),
             helper.make_node("Mul", ["b", "two"], ["c"], "fn_mul")]
     function = helper.make_function("custom", "Scaled", ["a"], ["c"], body, [helper.make_opsetid("", OPSET)])
     node = helper.make_node("Scaled", ["x"], ["y"], "/head/scaled", domain="custom")
@@ -105,7 +106,8 @@ def loop_model() -> onnx.ModelProto:
          helper.make_node("Det", ["m_in"], ["d"], "/step/det")],
         "body", [out("i", TensorProto.INT64, []), out("cond_in", TensorProto.BOOL, []),
                  out("m_in", TensorProto.FLOAT, [3, 3])],
-        [out("cond_out", TensorProto.BOOL, []), out("m_out", TensorProto.FLOAT, [3, 3]), out("d", TensorProto.FLOAT, [])])
+        [out("cond_out", TensorProto.BOOL, []), out("m_out", TensorProto.FLOAT, [3, 3]),
+         out("d", TensorProto.FLOAT, [])])
     inits = [numpy_helper.from_array(np.array(2, np.int64), "trips"), numpy_helper.from_array(np.array(True), "go")]
     nodes = [helper.make_node("Loop", ["trips", "go", "m"], ["m_final", "dets"], "/rnn/Loop", body=body)]
     graph = helper.make_graph(nodes, "loop_model", [out("m", TensorProto.FLOAT, [3, 3])],

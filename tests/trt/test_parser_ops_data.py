@@ -78,8 +78,8 @@ def test_the_markdown_table_is_parsed_leniently():
     new = parse_operators_md(NEW_FORMAT)
     assert new["tensorrt_version"] == "11.1" and new["opset_range"] == [9, 24]
     assert set(new["ops"]) == {"DynamicQuantizeLinear", "Selu", "Xor"}  # the table ends at the next heading
-    assert new["ops"]["DynamicQuantizeLinear"] == {"supported": False, "types": [],
-                                                   "restrictions": "Not supported. Compose it as a model local function."}
+    note = "Not supported. Compose it as a model local function."
+    assert new["ops"]["DynamicQuantizeLinear"] == {"supported": False, "types": [], "restrictions": note}
     assert new["ops"]["Selu"]["types"] == ["FP32", "FP16", "BF16"] and new["ops"]["Xor"]["types"] == ["BOOL"]
 
 

@@ -111,7 +111,8 @@ def test_with_plugin_libraries_unknown_ops_need_a_plugin_and_tensorrt_plugins_ar
     nms.CopyFrom(model)
     nms.graph.node[0].op_type, nms.graph.node[0].domain = "EfficientNMS_TRT", ""
     found = by_op(parser_support(nms, load_list(NEWEST)))
-    assert found["EfficientNMS_TRT"]["severity"] == "info" and "libnvinfer_plugin" in found["EfficientNMS_TRT"]["reason"]
+    nms_finding = found["EfficientNMS_TRT"]
+    assert nms_finding["severity"] == "info" and "libnvinfer_plugin" in nms_finding["reason"]
 
 
 def attention_model() -> onnx.ModelProto:
