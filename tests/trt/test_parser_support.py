@@ -212,3 +212,17 @@ def test_a_model_quantized_by_onnxruntime_quantize_dynamic_is_refused_at_its_int
     assert report["errors"] == ["DynamicQuantizeLinear", "MatMulInteger"]
     matmul_integer = [n.name for n in quantized.graph.node if n.op_type == "MatMulInteger"]
     assert by_op(report)["MatMulInteger"]["nodes"] == matmul_integer
+
+
+def test_the_ai_onnx_domain_is_the_default_domain_and_an_importer_beats_a_local_function():
+    model = pm.dynamic_quantized_model()
+    for node in model.graph.node:
+        node.domain = "ai.onnx"
+    report = parser_support(model, load_list(NEWEST))
+    assert report["errors"] == ["DynamicQuantizeLinear", "MatMulInteger"] and report["findings"][0]["domain"] == ""
+    shadowing = pm.local_function_model("Det")  # a local function named like an ONNX op TensorRT imports
+    shadowing.functions[0].name = shadowing.graph.node[0].op_type = "Relu"
+    report = parser_support(shadowing, load_list(NEWEST))
+    # The parser's Relu importer wins over the function (whose Det body is never imported): a warning,
+    # since the node means Det(x) * 2, not Relu.
+    assert report["errors"] == [] and report["warnings"] == ["custom.Relu"] and "Det" not in report["op_counts"]

@@ -22,7 +22,7 @@ How the real parser decides (onnx-tensorrt ModelImporter.cpp `parseNode`; docs/f
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import onnx
@@ -38,7 +38,7 @@ NODES_LISTED = 20  # per op in the report; the count is always complete
 @dataclass
 class OpFinding:
     op: str  # qualified: "ConvInteger", "com.microsoft.FusedMatMul"
-    domain: str
+    domain: str  # "" for ONNX's default domain (also when the model writes "ai.onnx")
     op_type: str
     severity: str
     reason: str
@@ -53,10 +53,11 @@ def qualified(domain: str, op_type: str) -> str:
     return op_type if domain in DEFAULT_DOMAINS else f"{domain}.{op_type}"
 
 
-def located_nodes(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto]]:
+def located_nodes(model: onnx.ModelProto, expands: Callable[[str], bool] = lambda op_type: True,
+                  ) -> Iterator[tuple[str, onnx.NodeProto]]:
     """(where, node) for every node the parser would import: the main graph, every subgraph
     (named `<If node> > then_branch > <node>`), and the bodies of model-local functions a
-    node calls (`<node> > function <name> > <node>`)."""
+    node calls (`<node> > function <name> > <node>`) when `expands(op_type)`."""
     functions = {f.name: f for f in model.functions}
 
     def walk(nodes, prefix: str, calling: tuple[str, ...]):
@@ -68,7 +69,7 @@ def located_nodes(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto]
                 for graph in graphs:
                     yield from walk(graph.node, f"{where} > {attribute.name} > ", calling)
             function = functions.get(node.op_type)
-            if function is not None and node.op_type not in calling:
+            if function is not None and node.op_type not in calling and expands(node.op_type):
                 yield from walk(function.node, f"{where} > function {function.name} > ", (*calling, node.op_type))
 
     yield from walk(model.graph.node, "", ())
@@ -110,20 +111,22 @@ def parser_support(model: onnx.ModelProto, table: ParserOps, plugin_libraries: b
     counts: dict[str, int] = {}
     present_restrictions: dict[str, str] = {}
     nodes = 0
-    for where, node in located_nodes(model):
+    # The parser prefers its own importer to a local function of the same name.
+    for where, node in located_nodes(model, expands=lambda op_type: not table.has_importer(op_type)):
         nodes += 1
-        op = qualified(node.domain, node.op_type)
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        op = qualified(domain, node.op_type)
         counts[op] = counts.get(op, 0) + 1
         if op in findings:
             findings[op].nodes.append(where)
             continue
-        verdict = classify(node.domain, node.op_type, table, local_functions, plugin_libraries)
+        verdict = classify(domain, node.op_type, table, local_functions, plugin_libraries)
         if verdict is None:
             restriction = (table.ops.get(node.op_type) or {}).get("restrictions")
-            if restriction and node.domain in DEFAULT_DOMAINS:
+            if restriction and not domain:
                 present_restrictions[node.op_type] = restriction
             continue
-        findings[op] = OpFinding(op, node.domain, node.op_type, *verdict, nodes=[where])
+        findings[op] = OpFinding(op, domain, node.op_type, *verdict, nodes=[where])
     ordered = sorted(findings.values(), key=lambda f: (SEVERITIES.index(f.severity), f.op))
     return {
         "tensorrt_version": table.tensorrt_version,
