@@ -63,7 +63,7 @@ def test_builds_the_mixed_onnx_with_the_profiles_with_fake_tensorrt(tmp_path):
     assert call.onnx_path == inputs["model"] and call.plan["nodes"][0]["name"] == "/ln/LayerNormalization"
     assert call.options.profiles == (PROFILE,) and call.options.precision_mode == "strongly_typed"
     assert call.options.memory_pool_limits == {"workspace": 2**30} and call.options.builder_optimization_level == 2
-    assert set(outcome.outputs) == {"engine", "layer_info", "audit", "trtexec", "build_log"}
+    assert set(outcome.outputs) == {"engine", "layer_info", "audit", "trtexec", "build_log", "parser_support"}
     out = tmp_path / "out"
     assert all((out / name).is_file() for name in outcome.outputs.values())
     assert (out / "model.engine").read_bytes().startswith(b"FAKE-ENGINE (test double)")
@@ -141,7 +141,8 @@ def test_without_tensorrt_the_build_is_deferred_with_both_trtexec_commands_and_a
     assert outcome.status == "deferred" and outcome.failed is None
     assert outcome.summary.startswith("DEFERRED, no engine built: TensorRT is not available")
     assert "\n" not in outcome.summary and "build/build_on_gpu.py" in outcome.summary
-    assert outcome.outputs == {"trtexec": "trtexec.txt", "build_script": "build_on_gpu.py"}
+    assert outcome.outputs == {"trtexec": "trtexec.txt", "build_script": "build_on_gpu.py",
+                               "parser_support": "parser_support.json"}
     assert set(BuildEngine.produces) <= set(outcome.outputs)
     text = (tmp_path / "out" / "trtexec.txt").read_text()
     assert f"sha256 {artifact_digest(inputs['model'])}" in text and "<- in use" not in text

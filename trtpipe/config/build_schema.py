@@ -18,6 +18,7 @@ from trtpipe.errors import UserError
 
 ON_MISSING = ("defer", "error")
 AUDIT = ("warn", "error")
+UNSUPPORTED = ("error", "warn")
 MEMORY_POOLS = ("workspace", "dla_managed_sram", "dla_local_dram", "dla_global_dram", "tactic_dram",
                 "tactic_shared_memory")
 
@@ -48,6 +49,12 @@ class BuildConfig:
     plugins: List[str] = field(default_factory=list)
     # Share tactic timings across builds in <cache.dir>/timing_cache/, per GPU/driver/CUDA/TensorRT.
     timing_cache: bool = True
+    # Ops TensorRT's ONNX parser cannot import (checked on the CPU before building or deferring):
+    # error stops the run (exit 2) naming ops and nodes; warn reports them in build/parser_support.json.
+    unsupported: str = "error"
+    # The TensorRT version whose parser list the op check uses when TensorRT is not installed here
+    # (installed TensorRT wins). A quoted string: build.tensorrt_version='10.16'. null: the newest list.
+    tensorrt_version: Optional[str] = None
 
 
 def checked_choice(config: Mapping, key: str, choices: tuple[str, ...]) -> str:

@@ -12,6 +12,10 @@ Decisions:
   what the runner adds to this stage's key material.
 - A failed audit (`build.audit=error`) is a verdict like validation's: the engine and
   the audit are cached and published, then the run exits 1.
+- Before TensorRT is touched (or the build deferred), the model's op set is checked
+  against the TensorRT ONNX parser's list (trtpipe.trt.parser_check): an op it cannot
+  import stops the run (exit 2) unless `build.unsupported=warn`; build/parser_support.json
+  records the check either way.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
 
 class BuildEngine(Stage):
     name = "build"
-    version = "1"
+    # 2: the parser op-support check (build/parser_support.json, its fact in the summary).
+    version = "2"
     consumes = ("model", "plan")
-    produces = ("trtexec",)  # always; engine, layer_info, audit, build_log when an engine was built
+    # Always; engine, layer_info, audit, build_log when an engine was built.
+    produces = ("trtexec", "parser_support")
     tools = ("onnx", "polygraphy")
     # The stage reads trtpipe's cache directory (for the timing cache) from config["cache_dir"],
     # which the runner supplies outside the key material.
@@ -69,6 +75,7 @@ class BuildEngine(Stage):
         import onnx
 
         from trtpipe.runner.hashing import artifact_digest
+        from trtpipe.trt.parser_check import check_parser_support
         from trtpipe.trt.profiles import checked_profiles
         from trtpipe.trt.trtexec import trtexec_file
 
@@ -77,7 +84,9 @@ class BuildEngine(Stage):
         options = _replace(options, profiles=tuple(checked_profiles(model, config.get("profiles") or [])))
         plan = json.loads(Path(inputs["plan"]).read_text())
         backend = self.backend
-        availability, environment = backend.availability(), backend.environment()
+        environment = backend.environment()
+        _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir)
+        availability = backend.availability()
         facts = environment.key_facts()
         timing = None
         if config.get("timing_cache", True) and availability.available:
@@ -92,13 +101,22 @@ class BuildEngine(Stage):
             options, plan, in_use=environment.tensorrt if availability.available else None,
             model_sha256=model_sha, timing_cache=timing_name, float_outputs=_float_outputs(model)))
         if not availability.available:
-            return _deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])), out_dir)
+            return _with_parser(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
+                                          out_dir), parser_fact)
         if options.precision_mode == "constraints" and (environment.tensorrt_major or 0) >= 11:
             from trtpipe.trt.builder import constraints_unavailable
 
             raise UserError(constraints_unavailable(environment.tensorrt), "set build.precision_mode=strongly_typed")
         result = backend.build(Path(inputs["model"]), plan, options)
-        return _built(result, plan, model, config, facts, out_dir)
+        return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact)
+
+
+def _with_parser(outcome: StageOutcome, parser_fact: str) -> StageOutcome:
+    from trtpipe.trt.parser_check import REPORT
+
+    outcome.outputs["parser_support"] = REPORT
+    outcome.summary = f"{outcome.summary}; {parser_fact}"
+    return outcome
 
 
 def _options(config: Mapping):
