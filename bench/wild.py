@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.wild_check import OriginalFacts, original_facts
+from bench.wild_check import OriginalFacts, original_facts, output_notes
 from bench.wild_models import BY_NAME, MODELS, WildModel, fetch
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,6 +59,7 @@ class RunOutcome:
     message: str = ""
     failed_stage: str = ""
     traceback_tail: str = ""
+    notes: list[str] = field(default_factory=list)
     run_dir: str = ""
 
 
@@ -97,7 +98,7 @@ def _plan_totals(run_dir: Path, outcome: RunOutcome) -> None:
     totals = json.loads(plan.read_text()).get("totals", {})
     outcome.flop_share = totals.get("low_precision_flop_share")
     outcome.casts = totals.get("casts_added")
-    outcome.fp32_nodes = totals.get("nodes", {}).get("fp32")
+    outcome.fp32_nodes = totals.get("nodes", {}).get("fp32", 0)
 
 
 def _failure(run_dir: Path, report: dict) -> tuple[str, str]:
@@ -166,6 +167,7 @@ def run_one(model: WildModel, recipe: str | None, facts: OriginalFacts, root: Pa
         outcome.stages[stage["name"]] = stage["status"]
     run_dir = Path(report.get("run_dir") or work / "run")
     _plan_totals(run_dir, outcome)
+    outcome.notes = output_notes(run_dir)
     outcome.failed_stage, outcome.message = _failure(run_dir, report)
     log = run_dir / "trtpipe.log"
     outcome.traceback_tail = _traceback(stderr) or (_traceback(log.read_text(errors="replace")) if log.is_file() else "")

@@ -82,3 +82,60 @@ def original_facts(path, overrides: tuple[str, ...]) -> OriginalFacts:
     except Exception as error:
         ort_runs, ort_error = False, f"{type(error).__name__}: {error}".splitlines()[0]
     return OriginalFacts(checker_ok, checker_error, ort_runs, ort_error)
+
+
+_SUBGRAPH_OPS = ("If", "Loop", "Scan")
+_LOW = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+
+def _has_low_precision(graph: onnx.GraphProto) -> bool:
+    """Any FP16/BF16 tensor computed or stored in `graph` or its nested bodies."""
+    if any(i.data_type in _LOW for i in graph.initializer):
+        return True
+    if any(v.type.tensor_type.elem_type in _LOW for v in [*graph.value_info, *graph.output]):
+        return True
+    for node in graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i in _LOW:
+                return True
+            if attr.name == "value" and attr.t.data_type in _LOW:
+                return True
+            bodies = [attr.g] if attr.HasField("g") else list(attr.graphs)
+            if any(_has_low_precision(b) for b in bodies):
+                return True
+    return False
+
+
+def output_notes(run_dir) -> list[str]:
+    """Facts about precision/model.onnx that the plan's totals do not show.
+
+    Decision: a control-flow node the plan calls fp16 whose bodies compute nothing in
+    FP16/BF16 is reported (issue 12, item 2: an If must not be labelled fp16 while its
+    body stays FP32); so is an output model that fails the full ONNX checker.
+    """
+    import json
+    from pathlib import Path
+
+    run_dir = Path(run_dir)
+    model_path, plan_path = run_dir / "precision" / "model.onnx", run_dir / "precision" / "precision_plan.json"
+    if not model_path.is_file():
+        return []
+    notes = []
+    try:
+        onnx.checker.check_model(str(model_path), full_check=True)
+    except Exception as error:
+        notes.append(f"precision/model.onnx fails the checker: {type(error).__name__}: "
+                     f"{str(error).splitlines()[0] if str(error) else ''}")
+    planned = {}
+    if plan_path.is_file():
+        planned = {n["name"]: n["precision"] for n in json.loads(plan_path.read_text()).get("nodes", [])}
+    model = onnx.load(str(model_path), load_external_data=False)
+    hollow = []
+    for node in model.graph.node:
+        if node.op_type in _SUBGRAPH_OPS and planned.get(node.name) in ("fp16", "bf16"):
+            bodies = [a.g for a in node.attribute if a.HasField("g")] + [g for a in node.attribute for g in a.graphs]
+            if not any(_has_low_precision(b) for b in bodies):
+                hollow.append(f"{node.op_type} {node.name}")
+    if hollow:
+        notes.append(f"planned fp16 but every body computes FP32: {', '.join(hollow)}")
+    return notes

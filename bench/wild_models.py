@@ -73,6 +73,11 @@ def _range(inp: str, low: float, high: float) -> tuple[str, ...]:
     return (f"+data.inputs.{inp}.low={low}", f"+data.inputs.{inp}.high={high}")
 
 
+def _imagenet(inp: str) -> tuple[str, ...]:
+    """Images in [0, 1] normalised with ImageNet's mean and std: about [-2.12, 2.64]."""
+    return _range(inp, -2.12, 2.64)
+
+
 _RAPIDOCR = dict(package="rapidocr-onnxruntime", version="1.4.4",
                  wheel="rapidocr_onnxruntime-1.4.4-py3-none-any.whl",
                  wheel_sha256="971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf",
@@ -96,7 +101,8 @@ _DDDD = dict(package="ddddocr", version="1.6.1",
 
 # Silero VAD's streaming interface: 512 samples at 16 kHz, a [2, batch, 128] LSTM state
 # and the sample rate as an int64 scalar (the model branches on it with If).
-_SILERO_IO = (_shape("input", [1, 512]), _shape("state", [2, 1, 128]),
+_SILERO_IO = (_shape("input", [1, 512]), *_range("input", -1.0, 1.0),
+              _shape("state", [2, 1, 128]), *_range("state", -1.0, 1.0),
               *_ints("sr", 16000, 16001, "int64", []),
               _profiles(_profile("input", [1, 512], [1, 512], [1, 512]),
                         _profile("state", [2, 1, 128], [2, 1, 128], [2, 1, 128])))
@@ -108,7 +114,7 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
         size=4745517,
         description="PP-OCRv4 mobile text detector (DBNet, PP-LCNetV3 backbone, ConvTranspose head), Paddle2ONNX, opset 12",
-        overrides=(_shape("x", [1, 3, 160, 160]),
+        overrides=(_shape("x", [1, 3, 160, 160]), *_imagenet("x"),
                    _profiles(_profile("x", [1, 3, 32, 32], [1, 3, 160, 160], [1, 3, 960, 960]))),
         exercises="dim_param spatial dims, Resize FPN, HardSigmoid/Clip activations",
         tags=("ocr", "detector")),
@@ -118,7 +124,7 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
         size=10857958,
         description="PP-OCRv4 mobile text recogniser (PP-LCNetV3 + SVTR neck with attention and decomposed LayerNorm, CTC head, 6625 classes, Softmax output), Paddle2ONNX, opset 12",
-        overrides=(_shape("x", [1, 3, 48, 320]),
+        overrides=(_shape("x", [1, 3, 48, 320]), *_range("x", -1.0, 1.0),
                    _profiles(_profile("x", [1, 3, 48, 32], [1, 3, 48, 320], [4, 3, 48, 1280]))),
         recipe="transformer_fp16",
         exercises="'?' (missing) height dim, attention + LayerNorm inside a CNN, probability output",
@@ -129,7 +135,7 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
         size=585532,
         description="PP-OCR mobile v2.0 text-direction classifier (MobileNetV3-small, 2 classes), PaddlePaddle exporter, opset 11",
-        overrides=(_shape("x", [1, 3, 48, 192]),
+        overrides=(_shape("x", [1, 3, 48, 192]), *_range("x", -1.0, 1.0),
                    _profiles(_profile("x", [1, 3, 48, 192], [1, 3, 48, 192], [8, 3, 48, 192]))),
         exercises="dim_value -1 batch and missing dims, tiny softmax classifier",
         tags=("ocr", "classifier")),
@@ -139,7 +145,7 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884",
         size=21234383,
         description="PP-OCRv6 small text recogniser (SVTR-style encoder, Erf GELU, decomposed LayerNorm, 18710-class CTC Softmax), opset 11",
-        overrides=(_shape("x", [1, 3, 48, 320]),
+        overrides=(_shape("x", [1, 3, 48, 320]), *_range("x", -1.0, 1.0),
                    _profiles(_profile("x", [1, 3, 48, 32], [1, 3, 48, 320], [4, 3, 48, 1280]))),
         recipe="transformer_fp16",
         exercises="large-vocabulary probability output, GELU via Erf",
@@ -159,7 +165,8 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28",
         size=2845718,
         description="Silero VAD, opset-18 export with the LSTM unrolled into Gemm/Sigmoid/Tanh and one If; PyTorch 2.9 exporter",
-        overrides=(_shape("input", [1, 512]), _shape("state", [2, 1, 128]),
+        overrides=(_shape("input", [1, 512]), *_range("input", -1.0, 1.0),
+                   _shape("state", [2, 1, 128]), *_range("state", -1.0, 1.0),
                    *_ints("sr", 16000, 16001, "int64", []),
                    _profiles(_profile("input", [1, 512], [1, 512], [1, 512]),
                              _profile("state", [2, 1, 128], [2, 1, 128], [2, 1, 128]))),
@@ -173,7 +180,8 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
         size=1245151, license="MIT (faster-whisper; Silero VAD model, MIT)",
         description="Silero VAD v6 as faster-whisper ships it: batched 576-sample windows, Conv encoder, one LSTM with explicit h/c; PyTorch 2.8 exporter, opset 18",
-        overrides=(_shape("input", [4, 576]),
+        overrides=(_shape("input", [4, 576]), *_range("input", -1.0, 1.0),
+                   *_range("h", -1.0, 1.0), *_range("c", -1.0, 1.0),
                    _profiles(_profile("input", [1, 576], [4, 576], [64, 576]))),
         exercises="ONNX LSTM op with initial state inputs, dynamic sequence length",
         tags=("audio", "vad", "recurrent")),
@@ -229,7 +237,7 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68",
         size=13606051,
         description="ddddocr's old captcha OCR recogniser, dynamically INT8-quantised by onnx.quantize 0.1.0 (ConvInteger, DynamicQuantizeLinear, MatMulInteger, com.microsoft DynamicQuantizeLSTM), opset 12",
-        overrides=(_shape("input1", [1, 1, 64, 128]),
+        overrides=(_shape("input1", [1, 1, 64, 128]), *_range("input1", -1.0, 1.0),
                    _profiles(_profile("input1", [1, 1, 64, 32], [1, 1, 64, 128], [1, 1, 64, 1024]))),
         exercises="INT8 dynamic quantisation ops and a com.microsoft op TensorRT cannot parse",
         tags=("ocr", "int8", "recurrent")),
@@ -250,7 +258,7 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c",
         size=7423528, license="Apache-2.0",
         description="PP-PicoDet layout detector (CDLA, 10 classes), Paddle2ONNX with a custom 'Paddle' domain import, opset 13, static 800x608",
-        overrides=(),
+        overrides=_imagenet("image"),
         exercises="8 outputs, large static input, Paddle opset domain",
         tags=("vision", "detector", "layout")),
     WildModel(
@@ -261,7 +269,7 @@ MODELS: tuple[WildModel, ...] = (
         member_sha256="2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2",
         size=6783084, license="Apache-2.0",
         description="Document orientation classifier (PP-LCNet, 4 classes, HardSwish), Paddle2ONNX, opset 15",
-        overrides=(_shape("x", [1, 3, 224, 224]),
+        overrides=(_shape("x", [1, 3, 224, 224]), *_imagenet("x"),
                    _profiles(_profile("x", [1, 3, 224, 224], [1, 3, 224, 224], [8, 3, 224, 224]))),
         exercises="HardSwish/HardSigmoid, probability output",
         tags=("vision", "classifier")),

