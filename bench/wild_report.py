@@ -69,7 +69,9 @@ def environment(repo: Path) -> dict:
 
     dirty = _git(repo, "status", "--porcelain", "--", "trtpipe")
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": _git(repo, "rev-parse", "--short=12", "HEAD") + (" (trtpipe/ modified)" if dirty else ""),
+            "commit": _git(repo, "log", "-1", "--format=%h", "--abbrev=12", "--", "trtpipe")
+            + (" + uncommitted changes in trtpipe/" if dirty else ""),
+            "head": _git(repo, "rev-parse", "--short=12", "HEAD"),
             "branch": _git(repo, "rev-parse", "--abbrev-ref", "HEAD"),
             "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
@@ -85,7 +87,8 @@ def _failure_class(o) -> str:
 
 def markdown(outcomes, models, facts, env: dict, total_seconds: float, bench_overrides) -> str:
     out = ["# Models from the wild: trtpipe on trained models shipped in PyPI wheels", "",
-           f"Run {env['date']} on trtpipe commit `{env['commit']}` (branch `{env['branch']}`), "
+           f"Run {env['date']} on trtpipe code of commit `{env['commit']}` (last commit touching "
+           f"`trtpipe/`; checkout `{env['head']}` on branch `{env['branch']}`), "
            f"onnx {env['onnx']}, onnxruntime {env['onnxruntime']}; `python -m bench.wild`, "
            f"{len(outcomes)} runs on {len(models)} models in {total_seconds:.0f} s "
            f"(benchmark-wide overrides: `{' '.join(bench_overrides)}`).", "",
