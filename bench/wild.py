@@ -24,6 +24,7 @@ import concurrent.futures as futures
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -203,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in models:  # download first, so a network problem shows before any run
         fetch(m.name)
     started = time.perf_counter()
-    tmp = tempfile.TemporaryDirectory(prefix="trtpipe-wild-")
-    root = Path(tmp.name)
+    root = Path(tempfile.mkdtemp(prefix="trtpipe-wild-"))
     outcomes, facts = run_corpus(models, args.jobs, args.timeout, root)
     total = time.perf_counter() - started
     print(console_table(outcomes))
@@ -214,10 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         args.markdown.write_text(markdown(outcomes, models, facts, environment(REPO), total, BENCH_OVERRIDES))
         print(f"report: {args.markdown}")
     if args.keep:
-        tmp._finalizer.detach()  # noqa: SLF001 - keep the directory for inspection
         print(f"run directories: {root}")
     else:
-        tmp.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
     return 1 if any(o.defect for o in outcomes) else 0
 
 

@@ -51,6 +51,14 @@ def console_table(outcomes, width: int = 110) -> str:
     return "\n".join(lines)
 
 
+def _full_message(o) -> str:
+    if o.exit_code == 0:
+        return ""
+    stage = f"{o.failed_stage}: " if o.failed_stage else ""
+    tb = f" — exception: {o.traceback_tail}" if o.traceback_tail else ""
+    return f"{stage}{o.message}{tb}"
+
+
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -96,14 +104,8 @@ def markdown(outcomes, models, facts, env: dict, total_seconds: float, bench_ove
            "ran / hit (cached) / def (deferred: no TensorRT here) / FAIL / - (skipped). FLOPs low, Casts "
            "and FP32 nodes are `precision/precision_plan.json` totals (`low_precision_flop_share`, "
            "`casts_added`, `nodes.fp32`).", "",
-           "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    out += ["| " + " | ".join(_md_cell(c) for c in _row(o)) + " |" for o in outcomes]
-    out += ["", "Messages of the runs that did not pass (in full):", ""]
-    for o in outcomes:
-        if o.exit_code != 0:
-            stage = f"`{o.failed_stage}`: " if o.failed_stage else ""
-            tb = f" — traceback: `{o.traceback_tail}`" if o.traceback_tail else ""
-            out.append(f"- **{o.model}** / {o.config} (exit {o.exit_code}, {o.verdict}): {stage}{o.message}{tb}")
+           "| " + " | ".join([*HEADER, "message (exit != 0, in full)"]) + " |", "|" + "---|" * (len(HEADER) + 1)]
+    out += ["| " + " | ".join(_md_cell(c) for c in [*_row(o), _full_message(o)]) + " |" for o in outcomes]
     noted = [o for o in outcomes if o.notes]
     if noted:
         out += ["", "Notes on the output models (`bench/wild_check.py: output_notes`):", ""]
