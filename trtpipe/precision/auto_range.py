@@ -29,10 +29,12 @@ class Observed:
     hidden: dict[str, float] = field(default_factory=dict)  # node -> its hidden intermediate (see above)
     # The largest finite value, signed: tells a tensor that overflows only towards -inf (a mask).
     highest: dict[str, float] = field(default_factory=dict)
+    # Values of the tensors asked for (`keep`), one array per sample input: the flush measurement's inputs.
+    kept: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
 
-def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]]) -> Observed:
-    """Run the FP32 model once per feed dict and keep the per-tensor maxima."""
+def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset()) -> Observed:
+    """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`)."""
     from trtpipe.numerics.reference import ReferenceRunner
 
     runner = ReferenceRunner(net.model, expose_intermediates=True)
@@ -40,6 +42,8 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]]) -> 
     for feeds in feeds_list:
         values = {**feeds, **runner.run(feeds)}
         for tensor, array in values.items():
+            if tensor in keep:
+                observed.kept.setdefault(tensor, []).append(array)
             if np.issubdtype(np.asarray(array).dtype, np.floating):
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), _finite_max_abs(array))
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), _finite_max(array))

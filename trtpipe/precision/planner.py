@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 
 from trtpipe.precision.authored import authored_decisions
-from trtpipe.precision.auto_constants import constant_decisions
+from trtpipe.precision.auto_constants import constant_decisions, constant_problems, flush_inputs
 from trtpipe.precision.auto_boundaries import protect_stored_tensors
 from trtpipe.precision.auto_range import node_max_abs, observe_reference, range_decisions
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 def plan_precision(
     net: Network, config: Mapping, feeds_list: list[dict[str, np.ndarray]] | None, notes: dict | None = None
 ) -> tuple[dict[str, Decision], list[RuleMatch]]:
-    """`notes`, when given, receives plan-level records (`boundaries`: the stored-tensor check)."""
+    """`notes`, when given, receives plan-level records: `constants` (flushing constants, their measure
+    and decision) and `boundaries` (the stored-tensor check)."""
     default = config["default"]
     rules = compile_rules(config.get("rules") or {})
     matches = resolve_rules(rules, net, config["on_unmatched"])  # before any expensive work
@@ -47,10 +48,12 @@ def plan_precision(
     reference = None
     auto = config["auto"]
     if default in LOW_PRECISIONS:
-        if auto["constants"] == "keep_fp32":
-            _apply_auto(decisions, constant_decisions(net, default))
+        problems = constant_problems(net, default) if auto["constants"] == "keep_fp32" else {}
         if auto["max_abs"] is not None and default == "fp16" and feeds_list:
-            reference = observe_reference(net, feeds_list)
+            reference = observe_reference(net, feeds_list, keep=flush_inputs(net, problems))
+        if auto["constants"] == "keep_fp32":
+            _apply_auto(decisions, constant_decisions(net, default, problems, reference, notes))
+        if reference is not None:
             observed = node_max_abs(net, reference)
             _apply_auto(decisions, range_decisions(observed, float(auto["max_abs"])))
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
