@@ -9,7 +9,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from tests.precision.graphs import make_model, value
-from tests.precision.models import data_block, precision_config
+from tests.precision.models import precision_config
 from tests.precision.test_auto_rules import builtin_plan, plan
 from tests.precision.test_stored_tensors import emulated, run_stage
 from trtpipe.precision.auto_constants import EFFECT_LIMIT
@@ -109,7 +109,7 @@ def test_the_record_is_empty_without_flushing_constants():
     assert flushing == []
 
 
-def test_plan_helper_is_unchanged_for_other_callers():
+def test_without_data_the_l2_share_decides_for_other_callers():
     # constant_decisions without data (the search's constants guard) decides by the L2 share.
     from trtpipe.precision.auto_constants import constant_decisions
 
@@ -120,4 +120,3 @@ def test_plan_helper_is_unchanged_for_other_callers():
     name_nodes_as_parser_does(model)
     assert constant_decisions(network_from_model(model), "fp16") == {}
     assert plan(model, auto={"max_abs": None})[1]["fc"].precision == "fp16"
-    assert data_block  # the shared helpers stay importable

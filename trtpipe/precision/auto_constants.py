@@ -154,7 +154,7 @@ def constant_decisions(net: Network, low_precision: str, problems: dict[str, Con
 
 def _judge(problem: ConstantProblem, effect: float | None) -> tuple[bool, str]:
     if problem.small:
-        return True, f"a small tensor (≤ {_SMALL_TENSOR} values, e.g. an epsilon): any flushed value counts"
+        return True, f"a small tensor (≤ {_SMALL_TENSOR} values: an epsilon, a scale), where any flushed value counts"
     if effect is not None:
         verdict = ">=" if effect >= EFFECT_LIMIT else "<"
         return effect >= EFFECT_LIMIT, (f"flushing changes this node's output by {effect:.3g} (relative L2, "
