@@ -99,6 +99,7 @@ def assert_protected(tmp_path, build, moved_nodes, reason_part, **config):
     candidate, plan = run_stage(tmp_path, model, feeds, **config)
     nodes = {n["name"]: n for n in plan["nodes"]}
     assert plan["boundaries"]["checked"] and plan["boundaries"]["verified"]
+    assert plan["boundaries"]["materialisations"] >= 1  # found on the materialised plan
     assert {e["node"] for e in plan["boundaries"]["kept_fp32"]} == set(moved_nodes)
     for name in moved_nodes:
         assert nodes[name]["precision"] == "fp32" and reason_part in nodes[name]["reason"], nodes[name]
@@ -177,6 +178,7 @@ def test_a_mask_overflowing_only_to_minus_inf_leaves_softmax_fp16(tmp_path):
     assert nodes["add_mask"]["precision"] == "fp32"  # its output is beyond max_abs (range rule)
     assert nodes["softmax"]["precision"] == "fp16"
     assert [e["node"] for e in plan["boundaries"]["tolerated"]] == ["softmax"]
+    assert plan["boundaries"]["materialisations"] == 0  # nothing else could overflow: no materialisation needed
     expected, got = emulated(model, candidate, feeds)
     np.testing.assert_allclose(got, expected, atol=2e-3)
     # A positive overflow into Softmax is not tolerated.

@@ -26,8 +26,7 @@ Decisions:
   choice is reported under `not_moved` (logged as a warning), never overridden.
 - A consumer moved to FP32 hands its outputs to its own FP16 consumers: those
   above 65504 are moved in the same round (predicted from the network), then
-  the plan is materialised again to verify, to a fixpoint or `MAX_ROUNDS`
-  materialisations (each costs milliseconds on the built-in models; every
+  the plan is checked again, to a fixpoint or `MAX_ROUNDS` rounds (every
   round only moves nodes to FP32, so it terminates).
 - Tolerated: a tensor that overflows only towards -inf (its largest value fits:
   an additive attention mask of -1e9 or -3.4e38) read by Softmax/LogSoftmax.
@@ -35,6 +34,8 @@ Decisions:
   consumer stays fp16 (keeping attention's Softmax FP32 would also break
   TensorRT's fused FP16 attention); listed under `tolerated`. A row masked
   entirely would differ (NaN): the emulated validation sees that on the samples.
+- The plan is materialised only when the network shows a candidate (a tensor
+  beyond 65504 with an fp16 producer or reader): most plans need none.
 - Weights are the constants rule's (auto_constants.py): initializers have no
   reference-run value here. Subgraph bodies are not checked (main graph only).
 """
@@ -79,19 +80,22 @@ def protect_stored_tensors(net: Network, decisions: dict[str, Decision], observe
         return {"checked": False, "reason": "no FP32 reference run (precision.auto.max_abs is null or there are "
                 "no sample inputs): tensors stored in fp16 at precision boundaries were NOT checked "
                 "against fp16's range"}
-    tensor_max = observed.tensors
-    record = {"checked": True, "threshold": FP16_MAX, "fp16_tensors_checked": 0, "materialisations": 0,
-              "verified": False, "kept_fp32": [], "not_moved": {}, "tolerated": {}}
-    for round_number in range(1, MAX_ROUNDS + 1):
-        stored, record["fp16_tensors_checked"] = _overflowing_fp16_tensors(net, decisions, tensor_max, keep_io_types)
-        record["materialisations"] = round_number
+    record = {"checked": True, "threshold": FP16_MAX,
+              "tensors_beyond_range": sum(1 for m in observed.tensors.values() if m > FP16_MAX),
+              "materialisations": 0, "fp16_tensors_checked": 0, "verified": False,
+              "kept_fp32": [], "not_moved": {}, "tolerated": {}}
+    for _ in range(MAX_ROUNDS):
+        if not _candidates(net, decisions, observed, record["tolerated"]):
+            record["verified"] = True
+            break
+        stored, record["fp16_tensors_checked"] = _overflowing_fp16_tensors(net, decisions, observed.tensors,
+                                                                           keep_io_types)
+        record["materialisations"] += 1
         changed = False
         for found in stored:
             for node in found.nodes:
                 if _tolerated(net, node, found, observed):
-                    record["tolerated"][(node, found.tensor)] = _entry(node, found, why=(
-                        f"only values below -{FP16_MAX:g} overflow (to -inf); {net.op_type(node)} maps -inf to "
-                        "what the reference's huge negative value gives"))
+                    record["tolerated"][(node, found.tensor)] = _tolerated_entry(net, node, found)
                 elif decisions[node].source in _MOVABLE_SOURCES:
                     record["kept_fp32"] += _move(net, decisions, node, found, observed)
                     changed = True
@@ -106,6 +110,36 @@ def protect_stored_tensors(net: Network, decisions: dict[str, Decision], observe
     record["not_moved"] = list(record["not_moved"].values())
     record["tolerated"] = list(record["tolerated"].values())
     return record
+
+
+def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed, tolerated: dict) -> list[str]:
+    """Reference tensors beyond FP16's range that the plan may store in fp16: produced by an fp16 node, or
+    read by one (or by an authored node). Decision: a cheap filter on the network first, so the plan is
+    materialised only when some tensor could overflow (materialising converts every weight: seconds on a
+    multi-GB model); the materialised graph then decides."""
+    found = []
+    for tensor, magnitude in observed.tensors.items():
+        if magnitude <= FP16_MAX:
+            continue
+        producer = net.producer.get(tensor)
+        if producer is not None and decisions[producer].precision == "fp16":
+            found.append(tensor)
+            continue
+        kind = "boundary" if producer is not None else "graph input"
+        for consumer in net.consumers.get(tensor, []):
+            decision = decisions[consumer]
+            if decision.precision == "fp16" or (decision.precision == "keep" and decision.source == "authored"):
+                probe = StoredTensor(tensor, magnitude, kind, (consumer,))
+                if not _tolerated(net, consumer, probe, observed):
+                    found.append(tensor)
+                    break
+                tolerated[(consumer, tensor)] = _tolerated_entry(net, consumer, probe)
+    return found
+
+
+def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
+    return _entry(node, found, why=f"only values below -{FP16_MAX:g} overflow (to -inf); {net.op_type(node)} maps "
+                                   "-inf to what the reference's huge negative value gives")
 
 
 def _tolerated(net: Network, node: str, found: StoredTensor, observed: Observed) -> bool:
