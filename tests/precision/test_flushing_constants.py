@@ -12,7 +12,7 @@ from tests.precision.graphs import make_model, value
 from tests.precision.models import precision_config
 from tests.precision.test_auto_rules import builtin_plan, plan
 from tests.precision.test_stored_tensors import emulated, run_stage
-from trtpipe.precision.auto_constants import EFFECT_LIMIT
+from trtpipe.precision.auto_constants import EFFECT_LIMIT, MEASURE_FROM
 from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
 from trtpipe.precision.planner import plan_precision
 
@@ -55,16 +55,30 @@ def test_a_few_denormals_do_not_keep_the_matmul_fp32(tmp_path, with_data):
     assert entry["constant"] == "w" and entry["values_flushed"] == 3 and entry["decision"] == "converted to fp16"
     [consumer] = entry["consumers"]
     assert consumer["node"] == "fc" and not consumer["keeps_fp32"]
-    if with_data:  # measured through the Transpose, on the sample inputs
-        assert "measured on the sample inputs" in consumer["measure"]
-        assert 0 <= consumer["output_change"] < EFFECT_LIMIT  # 1e-9 against O(1) sums: below fp32's resolution
-    else:
-        assert "L2 norm" in consumer["measure"] and entry["flushed_share_of_l2_norm"] < EFFECT_LIMIT
+    assert "negligible, not measured" in consumer["measure"] and entry["flushed_share_of_l2_norm"] < MEASURE_FROM
     # And the converted MatMul is accurate under the faithful emulation.
     candidate, document = run_stage(tmp_path, model, feeds)
     assert document["constants"]["flushing"][0]["decision"] == "converted to fp16"
     expected, got = emulated(model, candidate, feeds)
     np.testing.assert_allclose(got, expected, rtol=1e-2, atol=1e-2 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("with_data", [True, False])
+def test_a_small_weight_with_flushing_entries_is_measured(tmp_path, with_data):
+    # Values ~1e-4 (fp16 subnormals, kept) and 50 entries of ~2e-8 (flushed): 6e-5 of the L2 norm,
+    # enough to be measured; the measured change of the MatMul's output decides.
+    w = RNG.choice([-1, 1], [16, 32]) * RNG.uniform(0.5e-4, 1.5e-4, [16, 32])
+    w.flat[RNG.choice(w.size, 50, replace=False)] = 2e-8
+    model, feeds = matmul_with(w, x_scale=100.0)
+    decisions, flushing = constants_record(model, feeds if with_data else None)
+    assert decisions["fc"].precision == "fp16"
+    [consumer] = flushing[0]["consumers"]
+    assert MEASURE_FROM <= flushing[0]["flushed_share_of_l2_norm"] < EFFECT_LIMIT
+    if with_data:  # measured through the Transpose, on the sample inputs
+        assert "measured on the sample inputs" in consumer["measure"]
+        assert 0 < consumer["output_change"] < EFFECT_LIMIT
+    else:
+        assert "not measured: no sample data" in consumer["measure"]
 
 
 @pytest.mark.parametrize("with_data", [True, False])

@@ -12,6 +12,10 @@ and in the reason of every consumer kept FP32):
 - a small tensor (≤ 16 values: an epsilon, a scale) with any flushed value:
   its consumers stay FP32. Decision: an epsilon guards against inputs the
   samples may not contain (a zero variance); flushed, a division by zero follows;
+- a flushed share of the weight's L2 norm below `MEASURE_FROM` (1e-5, a
+  hundredth of the limit): negligible, converted without measuring. Decision:
+  this is the common case (a trained weight of millions of values holds a few
+  denormals), and measuring costs a single-node run with the weight per consumer;
 - otherwise, with an FP32 reference run at hand: the measured effect of the
   flush on each real consumer's output (flush_effect.py), relative L2 change
   on the sample inputs; a consumer stays FP32 when it reaches `EFFECT_LIMIT`;
@@ -39,6 +43,7 @@ from trtpipe.precision.passthrough import real_consumers
 
 _SMALL_TENSOR = 16
 EFFECT_LIMIT = 1e-3
+MEASURE_FROM = EFFECT_LIMIT / 100
 FLUSH_THRESHOLD = FP16_MIN_SUBNORMAL / 2  # below this (in magnitude), a value becomes 0 in FP16
 _THREADS = 2
 
@@ -102,7 +107,7 @@ def flush_inputs(net: Network, problems: dict[str, ConstantProblem]) -> set[str]
     of flushing constants (small ones are decided without data)."""
     needed: set[str] = set()
     for name, problem in problems.items():
-        if problem.kind == "flushes" and not problem.small:
+        if _measurable(problem):
             for consumer in real_consumers(net, name):
                 needed.update(t for t in net.nodes[consumer].input if t)
     return needed
@@ -131,7 +136,7 @@ def constant_decisions(net: Network, low_precision: str, problems: dict[str, Con
             continue
         entry = {"constant": name, "values_flushed": problem.flushed, "smallest": float(f"{problem.magnitude:.6g}"),
                  "flushed_share_of_l2_norm": float(f"{problem.flushed_share:.6g}"), "limit": EFFECT_LIMIT}
-        effects = {} if problem.small or observed is None else flush_effects(net, name, consumers, observed)
+        effects = flush_effects(net, name, consumers, observed) if observed and _measurable(problem) else {}
         kept = []
         for consumer in consumers:
             harmful, measure = _judge(problem, effects.get(consumer))
@@ -152,9 +157,16 @@ def constant_decisions(net: Network, low_precision: str, problems: dict[str, Con
     return decisions
 
 
+def _measurable(problem: ConstantProblem) -> bool:
+    return problem.kind == "flushes" and not problem.small and problem.flushed_share >= MEASURE_FROM
+
+
 def _judge(problem: ConstantProblem, effect: float | None) -> tuple[bool, str]:
     if problem.small:
         return True, f"a small tensor (≤ {_SMALL_TENSOR} values: an epsilon, a scale), where any flushed value counts"
+    if problem.flushed_share < MEASURE_FROM:
+        return False, (f"the flushed values are {problem.flushed_share:.3g} of its L2 norm < {MEASURE_FROM:g}: "
+                       "negligible, not measured")
     if effect is not None:
         verdict = ">=" if effect >= EFFECT_LIMIT else "<"
         return effect >= EFFECT_LIMIT, (f"flushing changes this node's output by {effect:.3g} (relative L2, "
@@ -162,4 +174,4 @@ def _judge(problem: ConstantProblem, effect: float | None) -> tuple[bool, str]:
     verdict = ">=" if problem.flushed_share >= EFFECT_LIMIT else "<"
     return problem.flushed_share >= EFFECT_LIMIT, (
         f"the flushed values are {problem.flushed_share:.3g} of its L2 norm {verdict} {EFFECT_LIMIT:g} "
-        "(not measured: no sample data)")
+        "(not measured: no sample data or the node could not be run alone)")

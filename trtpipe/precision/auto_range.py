@@ -45,8 +45,9 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
             if tensor in keep:
                 observed.kept.setdefault(tensor, []).append(array)
             if np.issubdtype(np.asarray(array).dtype, np.floating):
-                observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), _finite_max_abs(array))
-                observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), _finite_max(array))
+                lowest, highest = _finite_extremes(array)
+                observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
+                observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
         for name in net.names:
             if net.computes_float(name):
                 hidden = _hidden_intermediate(net.nodes[name], values)
@@ -87,10 +88,13 @@ def _finite_max_abs(array) -> float:
     return float(values.max()) if values.size else 0.0
 
 
-def _finite_max(array) -> float:
-    values = np.asarray(array, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    return float(values.max()) if values.size else -np.inf
+def _finite_extremes(array) -> tuple[float, float]:
+    """The smallest and largest finite values (+inf, -inf when there are none), in the array's own type."""
+    values = np.asarray(array)
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return np.inf, -np.inf
+    return float(finite.min()), float(finite.max())
 
 
 def _hidden_intermediate(node, values: dict) -> float:
