@@ -185,3 +185,44 @@ def test_a_mask_overflowing_only_to_minus_inf_leaves_softmax_fp16(tmp_path):
     model.graph.initializer[0].CopyFrom(numpy_helper.from_array(-mask, "mask"))
     _, plan = run_stage(tmp_path / "positive", model, feeds)
     assert next(n for n in plan["nodes"] if n["name"] == "softmax")["precision"] == "fp32"
+
+
+def test_a_moved_consumer_moves_its_own_out_of_range_readers(tmp_path):
+    # max_abs above FP16's range: only the stored-tensor check protects. The graph input (±1e5) would be fp16
+    # (keep_io_types=false): Relu moves, and so does Sqrt, which would read Relu's 1e5 output cast to fp16.
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Sqrt", ["r"], ["s"], name="sqrt"),
+             helper.make_node("MatMul", ["s", "w"], ["y"], name="proj")]
+    model = make_model(nodes, [value("x", [2, 8])], [value("y", [2, 4])], [_weight("w", [8, 4], 0.1)])
+    feeds = {"x": np.linspace(-1e5, 1e5, 16, dtype=np.float32).reshape(2, 8)}
+    candidate, plan = run_stage(tmp_path, model, feeds, keep_io_types=False, auto={"max_abs": 1e6})
+    nodes = {n["name"]: n for n in plan["nodes"]}
+    assert nodes["relu"]["reason"].startswith("boundary: graph input x")
+    assert nodes["sqrt"]["reason"].startswith("boundary: input tensor r")
+    assert nodes["proj"]["precision"] == "fp16" and plan["boundaries"]["verified"]
+    expected, got = emulated(model, candidate, feeds)
+    np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2 * np.abs(expected).max())
+
+
+def test_an_fp16_output_beyond_range_is_caught_when_max_abs_allows_it(tmp_path):
+    nodes = [helper.make_node("Mul", ["x", "k"], ["big"], name="scale_up"),
+             helper.make_node("Sqrt", ["big"], ["y"], name="sqrt")]
+    model = make_model(nodes, [value("x", [2, 8])], [value("y", [2, 8])],
+                       [numpy_helper.from_array(np.array(100.0, np.float32), "k")])
+    feeds = {"x": np.linspace(1e2, 1e3, 16, dtype=np.float32).reshape(2, 8)}
+    candidate, plan = run_stage(tmp_path, model, feeds, auto={"max_abs": 1e6})
+    nodes = {n["name"]: n for n in plan["nodes"]}
+    assert nodes["scale_up"]["precision"] == "fp32"
+    assert nodes["scale_up"]["reason"].startswith("stored tensor: output big of this node is")
+    expected, got = emulated(model, candidate, feeds)
+    np.testing.assert_allclose(got, expected, rtol=2e-2)
+
+
+def test_a_user_rule_is_not_overridden_but_reported(tmp_path, caplog):
+    model, feeds = power_spectrum()
+    rules = {"log16": {"match": "exact", "pattern": "log", "precision": "fp16"}}
+    _, plan = run_stage(tmp_path, model, feeds, rules=rules)
+    assert next(n for n in plan["nodes"] if n["name"] == "log")["precision"] == "fp16"
+    [entry] = plan["boundaries"]["not_moved"]
+    assert entry["node"] == "log" and entry["tensor"] == "power" and "rule log16" in entry["why"]
+    assert "will be inf in fp16" in caplog.text
