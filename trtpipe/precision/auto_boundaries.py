@@ -128,7 +128,7 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
         kind = "boundary" if producer is not None else "graph input"
         for consumer in net.consumers.get(tensor, []):
             decision = decisions[consumer]
-            if decision.precision == "fp16" or (decision.precision == "keep" and decision.source == "authored"):
+            if _reads_low(decision):
                 probe = StoredTensor(tensor, magnitude, kind, (consumer,))
                 if not _tolerated(net, consumer, probe, observed):
                     found.append(tensor)
@@ -178,8 +178,10 @@ def _reason(found: StoredTensor) -> str:
     value = f"{found.max_abs:.3g} in the reference, beyond FP16's {FP16_MAX:g}"
     if found.kind == "output":
         return f"stored tensor: output {found.tensor} of this node is {value}; kept FP32 so it is not stored in fp16"
-    what = "graph input" if found.kind == "graph input" else "input tensor"
-    return f"boundary: {what} {found.tensor} of this node is {value}; kept FP32 so it is not cast to fp16"
+    if found.kind == "graph input":
+        return (f"boundary: graph input {found.tensor} of this node is {value}; kept FP32 so the input is not "
+                "stored in fp16 (keep_io_types=false)")
+    return f"boundary: input tensor {found.tensor} of this node is {value}; kept FP32 so it is not cast to fp16"
 
 
 def _not_moved(node: str, found: StoredTensor, decision: Decision) -> dict:
@@ -227,8 +229,12 @@ def _overflowing_fp16_tensors(net: Network, decisions: dict[str, Decision], tens
 
 
 def _plan_nodes(names: list[str], net: Network, decisions: dict[str, Decision]) -> tuple[str, ...]:
-    """The plan's fp16 nodes among the materialised consumers (added Casts are not plan nodes)."""
-    return tuple(dict.fromkeys(n for n in names if n in net.nodes and decisions[n].precision == "fp16"))
+    """The plan's fp16 (or authored) nodes among the materialised consumers (added Casts are not plan nodes)."""
+    return tuple(dict.fromkeys(n for n in names if n in net.nodes and _reads_low(decisions[n])))
+
+
+def _reads_low(decision: Decision) -> bool:
+    return decision.precision == "fp16" or (decision.precision == "keep" and decision.source == "authored")
 
 
 def _is_original(node: onnx.NodeProto, net: Network) -> bool:
