@@ -83,23 +83,16 @@ def _problem(array: np.ndarray) -> ConstantProblem | None:
     largest = float(np.fmax(values.max(), -values.min()))  # NaN only if every value is NaN
     if largest > FP16_MAX:
         return ConstantProblem("exceeds", largest)
-    below = np.count_nonzero((values < FLUSH_THRESHOLD) & (values > -FLUSH_THRESHOLD))  # zeros included
-    if below == 0 or below == values.size - np.count_nonzero(values):
+    below = (values < FLUSH_THRESHOLD) & (values > -FLUSH_THRESHOLD)  # zeros included
+    if not below.any():
         return None
-    magnitude = np.abs(values)
-    flushed = magnitude[(magnitude > 0) & (magnitude < FLUSH_THRESHOLD)].astype(np.float64)
-    total = _chunked_norm(magnitude)
+    flushed = values[below]
+    flushed = np.abs(flushed[flushed != 0]).astype(np.float64)
+    if not flushed.size:
+        return None
+    total = float(np.linalg.norm(values))  # BLAS nrm2: one pass, scaled (no overflow), no copy
     share = float(np.linalg.norm(flushed)) / total if total > 0 else 1.0
     return ConstantProblem("flushes", float(flushed.min()), int(flushed.size), share, values.size <= _SMALL_TENSOR)
-
-
-def _chunked_norm(magnitude: np.ndarray, chunk: int = 1 << 22) -> float:
-    """L2 norm in float64 without a float64 copy of a big weight."""
-    total = 0.0
-    for start in range(0, magnitude.size, chunk):
-        part = magnitude[start:start + chunk].astype(np.float64)
-        total += float(np.dot(part, part))
-    return float(np.sqrt(total))
 
 
 def flush_inputs(net: Network, problems: dict[str, ConstantProblem]) -> set[str]:
