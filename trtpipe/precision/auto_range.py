@@ -44,7 +44,7 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
         for tensor, array in values.items():
             if tensor in keep:
                 observed.kept.setdefault(tensor, []).append(array)
-            if np.issubdtype(np.asarray(array).dtype, np.floating):
+            if isinstance(array, np.ndarray) and np.issubdtype(array.dtype, np.floating):  # not sequences
                 lowest, highest = _finite_extremes(array)
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
