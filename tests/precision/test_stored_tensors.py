@@ -162,6 +162,8 @@ def test_without_a_reference_run_the_plan_says_boundaries_were_not_checked(tmp_p
     _, plan = run_stage(tmp_path, model, feeds, auto={"max_abs": None})
     assert plan["boundaries"]["checked"] is False
     assert "NOT checked" in plan["boundaries"]["reason"]
+    _, plan = run_stage(tmp_path / "bf16", model, feeds, default="bf16")
+    assert plan["boundaries"] == {"checked": False, "reason": "bf16 has FP32's range: no stored tensor can overflow"}
 
 
 def test_a_mask_overflowing_only_to_minus_inf_leaves_softmax_fp16(tmp_path):
