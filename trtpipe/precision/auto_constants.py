@@ -129,7 +129,8 @@ def constant_decisions(net: Network, low_precision: str, problems: dict[str, Con
             continue
         entry = {"constant": name, "values_flushed": problem.flushed, "smallest": float(f"{problem.magnitude:.6g}"),
                  "flushed_share_of_l2_norm": float(f"{problem.flushed_share:.6g}"), "limit": EFFECT_LIMIT}
-        effects = flush_effects(net, name, consumers, observed) if observed and _measurable(problem) else {}
+        measured = observed is not None and _measurable(problem)
+        effects = flush_effects(net, name, consumers, observed) if measured else {}
         kept = []
         for consumer in consumers:
             harmful, measure = _judge(problem, effects.get(consumer))
