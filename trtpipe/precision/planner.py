@@ -8,7 +8,9 @@ Order (later steps override earlier ones, so the most explicit intent wins):
 4. automatic rules (only over default nodes, only when the default is low precision):
    constants that do not fit, activation range, normalization groups;
 5. user rules, in the order given (later rules override earlier ones);
-6. smoothing of isolated low-precision islands (default nodes only).
+6. smoothing of isolated low-precision islands (default nodes only);
+7. stored tensors: every tensor the materialised plan stores in FP16 fits FP16
+   (boundary Casts, graph inputs), checked after smoothing, which makes boundaries too.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import numpy as np
 import onnx
 
 from trtpipe.precision.authored import authored_decisions
-from trtpipe.precision.auto_constants import constant_decisions
-from trtpipe.precision.auto_range import observed_max_abs, range_decisions
+from trtpipe.precision.auto_constants import constant_decisions, constant_problems, flush_inputs
+from trtpipe.precision.auto_boundaries import protect_stored_tensors
+from trtpipe.precision.auto_range import node_max_abs, observe_reference, range_decisions
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import normalization_groups
@@ -32,20 +35,26 @@ log = logging.getLogger(__name__)
 
 
 def plan_precision(
-    net: Network, config: Mapping, feeds_list: list[dict[str, np.ndarray]] | None
+    net: Network, config: Mapping, feeds_list: list[dict[str, np.ndarray]] | None, notes: dict | None = None
 ) -> tuple[dict[str, Decision], list[RuleMatch]]:
+    """`notes`, when given, receives plan-level records: `constants` (flushing constants, their measure
+    and decision) and `boundaries` (the stored-tensor check)."""
     default = config["default"]
     rules = compile_rules(config.get("rules") or {})
     matches = resolve_rules(rules, net, config["on_unmatched"])  # before any expensive work
     authored = authored_decisions(net) if config["respect_authored"] else {}
     decisions = {name: _initial(net, name, default, authored) for name in net.names}
     observed: dict[str, float] = {}
+    reference = None
     auto = config["auto"]
     if default in LOW_PRECISIONS:
-        if auto["constants"] == "keep_fp32":
-            _apply_auto(decisions, constant_decisions(net, default))
+        problems = constant_problems(net, default) if auto["constants"] == "keep_fp32" else {}
         if auto["max_abs"] is not None and default == "fp16" and feeds_list:
-            observed = observed_max_abs(net, feeds_list)
+            reference = observe_reference(net, feeds_list, keep=flush_inputs(net, problems))
+        if auto["constants"] == "keep_fp32":
+            _apply_auto(decisions, constant_decisions(net, default, problems, reference, notes))
+        if reference is not None:
+            observed = node_max_abs(net, reference)
             _apply_auto(decisions, range_decisions(observed, float(auto["max_abs"])))
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
         _apply_auto(decisions, {n: (f"normalization group: {label}", None) for n, label in groups.items()})
@@ -54,6 +63,9 @@ def plan_precision(
     _check_effective(matches, decisions, config["on_unmatched"])
     if default in LOW_PRECISIONS:
         smooth_islands(net, decisions, int(auto["island_size"]))
+    boundaries = protect_stored_tensors(net, decisions, reference, default, config["keep_io_types"])
+    if notes is not None:
+        notes["boundaries"] = boundaries
     for name, value in observed.items():
         decisions[name].observed_max_abs = value
     return decisions, matches

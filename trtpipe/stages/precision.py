@@ -16,7 +16,9 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "7"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept; 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional (t5 helper)
+    version = "8"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept;
+    # 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional;
+    # 8: stored-tensor (boundary) check, `boundaries` in the plan; flushing weights judged by their effect
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -47,7 +49,8 @@ class PlanPrecision(Stage):
         searching = config["search"]["enabled"] and config["default"] != "fp32"
         needs_feeds = searching or (config["default"] == "fp16" and config["auto"]["max_abs"] is not None)
         feeds = sample_feeds(model, config["data"]) if needs_feeds else None
-        decisions, matches = plan_precision(net, config, feeds)
+        notes: dict = {}
+        decisions, matches = plan_precision(net, config, feeds, notes)
         search_note = ""
         if searching:
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
@@ -55,6 +58,7 @@ class PlanPrecision(Stage):
         mixed, report = materialize(model, node_precision, keep_io_types=config["keep_io_types"])
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
+        document.update(notes)  # boundaries: the stored-tensor check (auto_boundaries.py)
         document["tensorrt_check"] = _rules_against_tensorrt(inputs["model"], net, matches, self._backend)
         (out_dir / "precision_plan.json").write_text(json.dumps(document, indent=2) + "\n")
         outputs = {"model": "model.onnx", "plan": "precision_plan.json"}
