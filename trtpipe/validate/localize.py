@@ -25,7 +25,19 @@ Decisions:
   became -inf), not on their rounding error: like an initializer, a constant
   is a fixed perturbation whose effect is judged at the op that consumes it
   (an eps of 1e-6 is 1.3% off in FP16 and harmless when added to a variance).
-- `first` is the first failing tensor in that order. Several independent
+- Two kinds of failure, two findings, each the first of its kind in that
+  order: `first_nonfinite`, the first tensor that is inf/NaN where the
+  reference is finite, and `first_above_threshold`, the first tensor whose
+  error is finite and above the threshold. `first` is the non-finite one when
+  there is one, else the one above the threshold; each finding says its
+  `kind` ("nonfinite" or "above_threshold"). Why non-finite first: an inf is
+  never rounding noise, and the node that makes it (an overflow, a -inf mask
+  constant, 0 * inf) is what the user must protect. A node above the threshold
+  earlier in the graph is often real damage too (and may be what feeds the
+  overflow), so it is still reported, but the place where values stop being
+  numbers is the one a user cannot find by looking at errors: every tensor
+  after it is inf/NaN as well.
+- Several independent
   problems can exist (the naive transformer has an overflowing LayerNorm *and*
   an FP32-min mask that became -inf), and which of them a topological order
   visits first is arbitrary, so `origins` also lists every failure none of
@@ -73,16 +85,20 @@ class TensorError:
 
 @dataclass
 class Localization:
-    # {node, op_type, tensor, precision, ref_max_abs, cand_max_abs_error, cand_nonfinite, reason}
-    first: dict | None
+    # {node, op_type, tensor, precision, ref_max_abs, cand_max_abs_error, cand_nonfinite, kind, reason}
+    first: dict | None  # first_nonfinite if there is one, else first_above_threshold
     origins: list[dict]  # same fields, every failure whose inputs did not fail
     tensors: list[TensorError]  # every compared tensor, topological order (for a plot)
     unmatched: list[str]  # candidate tensors without a reference counterpart
     threshold: float
+    first_nonfinite: dict | None = None
+    first_above_threshold: dict | None = None
 
     def to_json(self) -> dict:
         return {
             "first": self.first,
+            "first_nonfinite": self.first_nonfinite,
+            "first_above_threshold": self.first_above_threshold,
             "origins": self.origins,
             "threshold": self.threshold,
             "nodes": [entry.to_json() for entry in self.tensors],
@@ -136,8 +152,11 @@ def localize_results(
                 tainted.add(name)
                 if not inputs_failed:
                     origins.append(_finding(entry, threshold))
-    first = next((_finding(entry, threshold) for entry in tensors if entry.failed), None)
-    return Localization(first, origins, tensors, unmatched, threshold)
+    nonfinite = next((_finding(entry, threshold) for entry in tensors if entry.cand_nonfinite), None)
+    above = next((_finding(entry, threshold) for entry in tensors if entry.failed and not entry.cand_nonfinite),
+                 None)
+    return Localization(nonfinite or above, origins, tensors, unmatched, threshold,
+                        first_nonfinite=nonfinite, first_above_threshold=above)
 
 
 def topological_order(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
@@ -194,6 +213,7 @@ def _tensor_error(node, index, name, reference, candidate, precisions, threshold
 
 def _finding(entry: TensorError, threshold: float) -> dict:
     found = {key: value for key, value in entry.to_json().items() if key not in ("failed", "relative_error")}
+    found["kind"] = "nonfinite" if entry.cand_nonfinite else "above_threshold"
     found["reason"] = _reason(entry, threshold)
     return found
 
