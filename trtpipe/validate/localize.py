@@ -42,8 +42,11 @@ Decisions:
   an FP32-min mask that became -inf), and which of them a topological order
   visits first is arbitrary, so `origins` also lists every failure none of
   whose inputs failed: each is a place where error enters the graph rather
-  than a place it merely flows through. A failure is traced through
-  unmatched tensors (a failing input of an inserted Cast taints its output).
+  than a place it merely flows through; and every non-finite tensor none of
+  whose inputs is non-finite, even when an input was already above the
+  threshold (a rounding error that a later node squares past 65504 enters
+  twice: as error, then as inf). A failure is traced through unmatched
+  tensors (a failing input of an inserted Cast taints its output).
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ class TensorError:
 class Localization:
     # {node, op_type, tensor, precision, ref_max_abs, cand_max_abs_error, cand_nonfinite, kind, reason}
     first: dict | None  # first_nonfinite if there is one, else first_above_threshold
-    origins: list[dict]  # same fields, every failure whose inputs did not fail
+    origins: list[dict]  # same fields, every place error or inf/NaN enters (see module docstring)
     tensors: list[TensorError]  # every compared tensor, topological order (for a plot)
     unmatched: list[str]  # candidate tensors without a reference counterpart
     threshold: float
@@ -129,10 +132,12 @@ def localize_results(
     threshold: float = DEFAULT_THRESHOLD,
 ) -> Localization:
     """Judge exposed intermediates tensor by tensor, in topological order of `candidate_model`."""
-    tainted: set[str] = set()
+    tainted: set[str] = set()  # failed tensors, and unmatched ones computed from them
+    nonfinite: set[str] = set()  # the same for non-finite tensors
     tensors, unmatched, origins = [], [], []
     for index, node in topological_order(candidate_model.graph):
         inputs_failed = any(name in tainted for name in node.input)
+        inputs_nonfinite = any(name in nonfinite for name in node.input)
         for name in node.output:
             if name not in candidate or not _is_float(candidate[name]):
                 continue
@@ -145,13 +150,17 @@ def localize_results(
                 unmatched.append(name)
                 if inputs_failed:
                     tainted.add(name)
+                if inputs_nonfinite:
+                    nonfinite.add(name)
                 continue
             entry = _tensor_error(node, index, name, reference[name], candidate[name], precisions, threshold)
             tensors.append(entry)
             if entry.failed:
                 tainted.add(name)
-                if not inputs_failed:
-                    origins.append(_finding(entry, threshold))
+            if entry.cand_nonfinite:
+                nonfinite.add(name)
+            if entry.failed and (not inputs_failed or (entry.cand_nonfinite and not inputs_nonfinite)):
+                origins.append(_finding(entry, threshold))
     nonfinite = next((_finding(entry, threshold) for entry in tensors if entry.cand_nonfinite), None)
     above = next((_finding(entry, threshold) for entry in tensors if entry.failed and not entry.cand_nonfinite),
                  None)
