@@ -14,8 +14,9 @@ Decisions:
   two paths (bisection re-testing the all-low plan) and never pays twice.
 - `worst` names the output and metric closest to (or furthest beyond) its
   bound, as a ratio to the bound where > 1 fails: value/bound for the upper
-  bounds (max_abs, max_rel, abs_p99, rel_p99, rel_l2), (1 - cosine)/(1 - cosine_min), and for PSNR the ratio of the MSE to
-  the MSE the bound allows, 10**((psnr_min - psnr)/10). The ratio makes
+  bounds (max_abs, max_rel, abs_p99, rel_p99, rel_l2), (1 - cosine)/(1 -
+  cosine_min), and for PSNR the ratio of the MSE to the MSE the bound
+  allows, 10**((psnr_min - psnr)/10). The ratio makes
   different metrics comparable, so one number says how close a trial came.
 - Localisation (which node's output goes wrong first) runs on demand, on every
   sample input, with the reference's intermediates computed once.
