@@ -9,7 +9,7 @@ Decisions:
   and `psnr_min=40` dB (4-D image outputs only). None of them is elementwise,
   so a probability or zero-mean output whose near-zero elements carry a large
   *relative* error that is negligible against the output is not rejected
-  (elementwise `max_rel` did exactly that). Why these values: cosine 0.999 is
+  (elementwise `max_rel`, as the transformer recipe used it, did). Why these values: cosine 0.999 is
   an angle of 2.6 degrees; it is blind to an error along the reference (a
   wrong scale: 1.05 x ref has cosine 1.0), so `rel_l2` bounds the error norm
   in every direction at the norm the cosine bound already allows for an error
