@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
+import trtpipe.api as api
+from tests.validate.graphs import FP32, make_model
 from tests.validate.naive_fp16 import fp16_except, naive_fp16
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
 from trtpipe.validate.compare import compare_candidate
@@ -81,7 +86,11 @@ def test_localisation_names_the_first_layernorm_pow(case):
         assert origins == [expected, "/Constant_3"]  # the FP32-min mask constant, now -inf
         assert found.origins[1]["ref_max_abs"] == pytest.approx(3.4028234663852886e38)
     else:
-        assert origins == [expected]
+        # Every LayerNorm2d variance overflows on its own (the later ones from inputs that the first
+        # collapsed norm already put above the threshold): each is a place where inf enters.
+        pows = [t.node for t in found.tensors if t.op_type == "Pow"]
+        assert origins == pows and len(pows) == 4 and origins[0] == expected
+        assert all(origin["kind"] == "nonfinite" and origin["ref_max_abs"] > 65504 for origin in found.origins)
     # Everything before the Pow is within one FP16 rounding of the reference.
     before = found.tensors[: [t.node for t in found.tensors].index(expected)]
     assert before and all(t.relative_error < 1e-3 and t.precision == "fp16" for t in before)
@@ -111,3 +120,60 @@ def test_topological_order_keeps_file_order_and_repairs_a_shuffled_graph():
     for node in order:
         assert all(name in produced for name in node.input if name)
         produced.update(node.output)
+
+
+def cancel_then_square_model():
+    """x in [-1, 1] shifted by 1000 and back (FP16's step at 1000 is 0.5: the round trip is off
+    by up to 25% of |x|, above the threshold but finite), then scaled by 300 and squared: the
+    reference reaches 9e4 > 65504, so the square is the first tensor that becomes inf."""
+    nodes = [
+        helper.make_node("Add", ["x", "thousand"], ["shifted"], name="shift"),
+        helper.make_node("Sub", ["shifted", "thousand"], ["recovered"], name="unshift"),
+        helper.make_node("Mul", ["recovered", "gain"], ["scaled"], name="scale"),
+        helper.make_node("Mul", ["scaled", "scaled"], ["squared"], name="square"),
+        helper.make_node("Sqrt", ["squared"], ["y"], name="root"),
+    ]
+    constants = [numpy_helper.from_array(np.array(1000.0, np.float32), "thousand"),
+                 numpy_helper.from_array(np.array(300.0, np.float32), "gain")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", FP32, [4, 64])],
+                      [helper.make_tensor_value_info("y", FP32, [4, 64])], constants)
+
+
+def test_the_first_nonfinite_node_is_named_before_an_earlier_node_above_the_threshold():
+    model = cancel_then_square_model()
+    feeds = {"x": np.random.RandomState(0).uniform(-1, 1, (4, 64)).astype(np.float32)}
+    found = localize(model, naive_fp16(model), feeds)
+    errors = {t.node: t for t in found.tensors}
+    assert errors["shift"].relative_error < 1e-3 and not errors["shift"].failed
+    assert 0.01 < errors["unshift"].relative_error < 1.0 and errors["unshift"].cand_nonfinite == 0
+    assert errors["square"].cand_nonfinite > 0 and errors["square"].ref_max_abs > 65504
+
+    assert found.first["node"] == "square" and found.first["kind"] == "nonfinite"
+    assert found.first_nonfinite == found.first and "overflow" in found.first["reason"]
+    above = found.first_above_threshold
+    assert above["node"] == "unshift" and above["kind"] == "above_threshold" and above["cand_nonfinite"] == 0
+    # Both are places where damage enters: the cancellation (error), then the square (inf).
+    assert [(o["node"], o["kind"]) for o in found.origins] == [("unshift", "above_threshold"),
+                                                               ("square", "nonfinite")]
+    report = found.to_json()
+    assert report["first_nonfinite"]["node"] == "square" and report["first_above_threshold"]["node"] == "unshift"
+    json.dumps(report, allow_nan=False)
+
+
+def test_the_stage_reports_both_kinds_on_the_console_and_in_validation_json(tmp_path):
+    path = tmp_path / "cancel_then_square.onnx"
+    onnx.save(cancel_then_square_model(), str(path))
+    with pytest.raises(api.PipelineFailed) as failed:
+        api.run(["+recipe=naive_fp16", f"model.path={path}", "+data.inputs.x={low:-1,high:1}",
+                 f"cache.dir={tmp_path / 'cache'}", "stages=[sanitize,upgrade_opset,precision,validate]"],
+                run_dir=tmp_path / "run", start_dir=tmp_path)
+    localization = failed.value.result.validation["localization"]
+    assert localization["first"]["node"] == "square" and localization["first"]["kind"] == "nonfinite"
+    assert localization["first_above_threshold"]["node"] == "unshift"
+    console = (tmp_path / "run" / "validate" / "validation.txt").read_text()
+    nonfinite_line = next(line for line in console.splitlines() if "first node with non-finite values" in line)
+    above_line = next(line for line in console.splitlines() if "first node above the error threshold" in line)
+    assert "square (Mul, fp16)" in nonfinite_line and "overflow" in nonfinite_line
+    assert "unshift (Sub, fp16)" in above_line and "(1.00%)" in above_line
+    stage = next(s for s in failed.value.result.stages if s.name == "validate")
+    assert "first node with non-finite values: square" in stage.reason + str(stage.error)

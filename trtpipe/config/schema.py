@@ -133,8 +133,14 @@ class PromoteOutputsConfig:
 @dataclass
 class ToleranceConfig:
     # Each bound is judged only when set. Non-finite candidate values always fail.
+    # Metric definitions: trtpipe/numerics/metrics.py; default values: validate/compare.py.
     max_abs: Optional[float] = None
     max_rel: Optional[float] = None
+    # 99th percentile of the elementwise absolute / relative error (Polygraphy's quantile stat).
+    abs_p99: Optional[float] = None
+    rel_p99: Optional[float] = None
+    # ||candidate - reference|| / ||reference||.
+    rel_l2: Optional[float] = 0.044
     cosine_min: Optional[float] = 0.999
     # Image (4-D) outputs only.
     psnr_min: Optional[float] = 40.0
@@ -146,11 +152,12 @@ class ValidateConfig:
     # tensorrt: the built engine (when the build stage produced one).
     candidates: List[str] = field(default_factory=lambda: ["emulated", "tensorrt"])
     tolerance: ToleranceConfig = field(default_factory=ToleranceConfig)
-    # Per-output overrides: output name -> {max_abs, max_rel, cosine_min, psnr_min}.
+    # Per-output overrides: output name -> {any key of `tolerance`}.
     # Typed Any so a whole override can be given on the command line (like precision.rules).
     outputs: Dict[str, Any] = field(default_factory=dict)
-    # On failure, name the first node (topological order) whose output exceeds this
-    # relative error (or goes non-finite).
+    # On failure, name the first node (topological order) whose output goes non-finite
+    # (where the reference is finite) and the first whose error exceeds this fraction of
+    # the reference's max |x|.
     localize: bool = True
     localize_threshold: float = 0.01
     # accuracy.png: per node, reference magnitude against the FP16 limit and the error.

@@ -72,13 +72,14 @@ def markdown(rows: list[dict]) -> str:
 
 
 def _worst(report: dict) -> str:
-    """The lowest cosine and the highest max_rel over every candidate output."""
+    """The lowest cosine and the highest rel_l2 (the whole-output, scale-free error) over every
+    candidate output."""
     metrics = [m for c in report["candidates"] for m in c["outputs"].values() if m]
     cosines = [m["cosine"] for m in metrics if isinstance(m.get("cosine"), (int, float))]
-    rels = [m["max_rel"] for m in metrics if isinstance(m.get("max_rel"), (int, float))]
+    rels = [m["rel_l2"] for m in metrics if isinstance(m.get("rel_l2"), (int, float))]
     nonfinite = sum(m.get("nonfinite", 0) for m in metrics)
     text = f"cos {min(cosines):.6f}" if cosines else "cos n/a"
-    text += f", rel {max(rels):.3g}" if rels else ""
+    text += f", rel_l2 {max(rels):.3g}" if rels else ""
     return text + (f", {nonfinite} non-finite" if nonfinite else "")
 
 

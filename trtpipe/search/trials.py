@@ -13,9 +13,10 @@ Decisions:
 - Trials are cached by their FP32 set: the search may reach the same plan by
   two paths (bisection re-testing the all-low plan) and never pays twice.
 - `worst` names the output and metric closest to (or furthest beyond) its
-  bound, as a ratio to the bound where > 1 fails: value/bound for max_abs and
-  max_rel, (1 - cosine)/(1 - cosine_min), and for PSNR the ratio of the MSE to
-  the MSE the bound allows, 10**((psnr_min - psnr)/10). The ratio makes
+  bound, as a ratio to the bound where > 1 fails: value/bound for the upper
+  bounds (max_abs, max_rel, abs_p99, rel_p99, rel_l2), (1 - cosine)/(1 -
+  cosine_min), and for PSNR the ratio of the MSE to the MSE the bound
+  allows, 10**((psnr_min - psnr)/10). The ratio makes
   different metrics comparable, so one number says how close a trial came.
 - Localisation (which node's output goes wrong first) runs on demand, on every
   sample input, with the reference's intermediates computed once.
@@ -31,7 +32,7 @@ import numpy as np
 import onnx
 
 from trtpipe.precision.materialize import materialize
-from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
+from trtpipe.validate.compare import BOUNDS, CandidateVerdict, Tolerances, compare_candidate
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.validate.localize import Localization, localize_results
 from trtpipe.numerics.metrics import json_float
@@ -163,8 +164,7 @@ def worst_bound(verdict: CandidateVerdict, tolerances: Tolerances) -> dict | Non
                 worst = entry
             continue
         tolerance = tolerances.for_output(output)
-        for metric, bound_name in (("max_abs", "max_abs"), ("max_rel", "max_rel"), ("cosine", "cosine_min"),
-                                   ("psnr", "psnr_min")):
+        for metric, bound_name, _ in BOUNDS:
             bound, value = getattr(tolerance, bound_name), getattr(judged.metrics, metric)
             if bound is None or value is None:
                 continue

@@ -20,7 +20,9 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class ValidateAccuracy(Stage):
     name = "validate"
-    version = "3"  # 2: accuracy.png; 3: max_rel floor 1e-2 of the output's scale
+    # 2: accuracy.png; 3: max_rel floor 1e-2 of the output's scale; 4: abs_p99, rel_p99, rel_l2
+    # metrics and bounds, localization.first_nonfinite / first_above_threshold / kind
+    version = "4"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.

@@ -4,14 +4,21 @@ Decisions:
 - A tolerance bounds a metric only when it is set; unset (None) means "not
   judged". Non-finite candidate values (where the reference is finite) always
   fail, whatever the tolerances say: no tolerance makes NaN accurate.
-- `DEFAULT_TOLERANCE` sets only the scale-free bounds, `cosine_min=0.999`
-  and `psnr_min=40` dB (4-D image outputs only). Measured on the built-in
-  models: FP16 with FP32 LayerNorms gives cosine 0.9999999 on every output
-  and 75 dB on nafnet's image; naive FP16 gives NaN on the transformer and,
-  on nafnet, cosine 0.997 and 29 dB (the collapsed LayerNorm only shifts
-  a residual, so cosine alone barely notices; PSNR is the bound that fails
-  it). `max_abs`/`max_rel` depend on an output's units, so they are left to
-  per-output overrides.
+- `DEFAULT_TOLERANCE`, for a model family we know nothing about, sets only
+  scale-free bounds on the whole output: `cosine_min=0.999`, `rel_l2=0.044`
+  and `psnr_min=40` dB (4-D image outputs only). None of them is elementwise,
+  so a probability or zero-mean output whose near-zero elements carry a large
+  *relative* error that is negligible against the output is not rejected
+  (elementwise `max_rel`, as the transformer recipe used it, did). Why these values: cosine 0.999 is
+  an angle of 2.6 degrees; it is blind to an error along the reference (a
+  wrong scale: 1.05 x ref has cosine 1.0), so `rel_l2` bounds the error norm
+  in every direction at the norm the cosine bound already allows for an error
+  orthogonal to the reference: rel_l2 = sqrt(1/cosine^2 - 1) = 0.0448 at
+  0.999, rounded down to 0.044. The rule rel_l2 = sqrt(1/cosine_min^2 - 1)
+  (`rel_l2_for_cosine`) gives the recipes' values too. 40 dB for an image is
+  an RMS error of 1% of its peak. `max_abs`/`abs_p99` depend on an output's
+  units, `max_rel`/`rel_p99` are elementwise: they are for per-output
+  overrides where the user knows the output.
 - A per-output override replaces the default field by field, only where it
   sets a value: `{"logits": Tolerance(max_abs=0.05)}` keeps the default
   cosine and psnr bounds. To loosen a default bound, set a permissive value
@@ -43,8 +50,12 @@ from trtpipe.numerics.metrics import OutputMetrics, output_metrics, worst_metric
 
 @dataclass(frozen=True)
 class Tolerance:
+    # Upper bounds carry the name of the metric they bound; lower bounds end in `_min`.
     max_abs: float | None = None
     max_rel: float | None = None
+    abs_p99: float | None = None
+    rel_p99: float | None = None
+    rel_l2: float | None = None
     cosine_min: float | None = None
     psnr_min: float | None = None
 
@@ -63,7 +74,12 @@ class Tolerance:
         return cls(**{key: None if value is None else float(value) for key, value in values.items()})
 
 
-DEFAULT_TOLERANCE = Tolerance(cosine_min=0.999, psnr_min=40.0)
+def rel_l2_for_cosine(cosine_min: float) -> float:
+    """The relative error norm of an error orthogonal to the reference at cosine `cosine_min`."""
+    return math.sqrt(1.0 / cosine_min**2 - 1.0)
+
+
+DEFAULT_TOLERANCE = Tolerance(cosine_min=0.999, rel_l2=0.044, psnr_min=40.0)
 
 
 @dataclass(frozen=True)
@@ -89,9 +105,12 @@ class Tolerances:
 
 
 # (metric, tolerance field, True when the metric must stay at or below the bound)
-_BOUNDS = (
+BOUNDS = (
     ("max_abs", "max_abs", True),
     ("max_rel", "max_rel", True),
+    ("abs_p99", "abs_p99", True),
+    ("rel_p99", "rel_p99", True),
+    ("rel_l2", "rel_l2", True),
     ("cosine", "cosine_min", False),
     ("psnr", "psnr_min", False),
 )
@@ -105,7 +124,7 @@ def judge(metrics: OutputMetrics, tolerance: Tolerance) -> tuple[bool, list[str]
             f"nonfinite {metrics.nonfinite}: candidate values are inf/NaN where the reference is "
             "finite (always a failure)"
         )
-    for metric, bound_name, upper in _BOUNDS:
+    for metric, bound_name, upper in BOUNDS:
         bound, value = getattr(tolerance, bound_name), getattr(metrics, metric)
         if bound is None or value is None:
             continue

@@ -25,13 +25,28 @@ Decisions:
   became -inf), not on their rounding error: like an initializer, a constant
   is a fixed perturbation whose effect is judged at the op that consumes it
   (an eps of 1e-6 is 1.3% off in FP16 and harmless when added to a variance).
-- `first` is the first failing tensor in that order. Several independent
+- Two kinds of failure, two findings, each the first of its kind in that
+  order: `first_nonfinite`, the first tensor that is inf/NaN where the
+  reference is finite, and `first_above_threshold`, the first tensor whose
+  error is finite and above the threshold. `first` is the non-finite one when
+  there is one, else the one above the threshold; each finding says its
+  `kind` ("nonfinite" or "above_threshold"). Why non-finite first: an inf is
+  never rounding noise, and the node that makes it (an overflow, a -inf mask
+  constant, 0 * inf) is what the user must protect. A node above the threshold
+  earlier in the graph is often real damage too (and may be what feeds the
+  overflow), so it is still reported, but the place where values stop being
+  numbers is the one a user cannot find by looking at errors: every tensor
+  after it is inf/NaN as well.
+- Several independent
   problems can exist (the naive transformer has an overflowing LayerNorm *and*
   an FP32-min mask that became -inf), and which of them a topological order
   visits first is arbitrary, so `origins` also lists every failure none of
   whose inputs failed: each is a place where error enters the graph rather
-  than a place it merely flows through. A failure is traced through
-  unmatched tensors (a failing input of an inserted Cast taints its output).
+  than a place it merely flows through; and every non-finite tensor none of
+  whose inputs is non-finite, even when an input was already above the
+  threshold (a rounding error that a later node squares past 65504 enters
+  twice: as error, then as inf). A failure is traced through unmatched
+  tensors (a failing input of an inserted Cast taints its output).
 """
 
 from __future__ import annotations
@@ -73,16 +88,20 @@ class TensorError:
 
 @dataclass
 class Localization:
-    # {node, op_type, tensor, precision, ref_max_abs, cand_max_abs_error, cand_nonfinite, reason}
-    first: dict | None
-    origins: list[dict]  # same fields, every failure whose inputs did not fail
+    # {node, op_type, tensor, precision, ref_max_abs, cand_max_abs_error, cand_nonfinite, kind, reason}
+    first: dict | None  # first_nonfinite if there is one, else first_above_threshold
+    origins: list[dict]  # same fields, every place error or inf/NaN enters (see module docstring)
     tensors: list[TensorError]  # every compared tensor, topological order (for a plot)
     unmatched: list[str]  # candidate tensors without a reference counterpart
     threshold: float
+    first_nonfinite: dict | None = None
+    first_above_threshold: dict | None = None
 
     def to_json(self) -> dict:
         return {
             "first": self.first,
+            "first_nonfinite": self.first_nonfinite,
+            "first_above_threshold": self.first_above_threshold,
             "origins": self.origins,
             "threshold": self.threshold,
             "nodes": [entry.to_json() for entry in self.tensors],
@@ -113,10 +132,12 @@ def localize_results(
     threshold: float = DEFAULT_THRESHOLD,
 ) -> Localization:
     """Judge exposed intermediates tensor by tensor, in topological order of `candidate_model`."""
-    tainted: set[str] = set()
+    tainted: set[str] = set()  # failed tensors, and unmatched ones computed from them
+    nonfinite: set[str] = set()  # the same for non-finite tensors
     tensors, unmatched, origins = [], [], []
     for index, node in topological_order(candidate_model.graph):
         inputs_failed = any(name in tainted for name in node.input)
+        inputs_nonfinite = any(name in nonfinite for name in node.input)
         for name in node.output:
             if name not in candidate or not _is_float(candidate[name]):
                 continue
@@ -129,15 +150,22 @@ def localize_results(
                 unmatched.append(name)
                 if inputs_failed:
                     tainted.add(name)
+                if inputs_nonfinite:
+                    nonfinite.add(name)
                 continue
             entry = _tensor_error(node, index, name, reference[name], candidate[name], precisions, threshold)
             tensors.append(entry)
             if entry.failed:
                 tainted.add(name)
-                if not inputs_failed:
-                    origins.append(_finding(entry, threshold))
-    first = next((_finding(entry, threshold) for entry in tensors if entry.failed), None)
-    return Localization(first, origins, tensors, unmatched, threshold)
+            if entry.cand_nonfinite:
+                nonfinite.add(name)
+            if entry.failed and (not inputs_failed or (entry.cand_nonfinite and not inputs_nonfinite)):
+                origins.append(_finding(entry, threshold))
+    nonfinite = next((_finding(entry, threshold) for entry in tensors if entry.cand_nonfinite), None)
+    above = next((_finding(entry, threshold) for entry in tensors if entry.failed and not entry.cand_nonfinite),
+                 None)
+    return Localization(nonfinite or above, origins, tensors, unmatched, threshold,
+                        first_nonfinite=nonfinite, first_above_threshold=above)
 
 
 def topological_order(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
@@ -194,6 +222,7 @@ def _tensor_error(node, index, name, reference, candidate, precisions, threshold
 
 def _finding(entry: TensorError, threshold: float) -> dict:
     found = {key: value for key, value in entry.to_json().items() if key not in ("failed", "relative_error")}
+    found["kind"] = "nonfinite" if entry.cand_nonfinite else "above_threshold"
     found["reason"] = _reason(entry, threshold)
     return found
 

@@ -6,7 +6,8 @@ One PNG, two panels over the nodes in topological order:
 - bottom: the candidate's error per node (log scale; by default the relative
   error max|candidate - reference| / max|reference| of localize.py), nodes the
   localisation failed ringed in red, inf/NaN drawn as a marker at the top
-  labelled "inf/NaN", and the first failing node named.
+  labelled "inf/NaN", and the first failing node named (the first inf/NaN one
+  when there is one, as in localize.py).
 FP32 nodes are drawn in a different colour in both panels, so the picture shows
 whether what was kept FP32 is where the magnitudes and the errors are.
 
@@ -145,14 +146,17 @@ def write_accuracy_plot(
     bottom.set_xlabel("node (topological order)")
     bottom.legend(**_LEGEND)
 
-    first = int(np.argmax(failed)) if failed.any() else None
+    # As in localize.py: the first non-finite node is named in preference to the first above the threshold.
+    nonfinite = failed & ~finite
+    first = int(np.argmax(nonfinite if nonfinite.any() else failed)) if failed.any() else None
     if first is not None:
         row = rows[first]
         for axis in (top, bottom):
             axis.axvline(first, color=FAILED_COLOUR, linestyle="--", linewidth=0.8, zorder=0)
         left_half = first < len(rows) / 2
         bottom.annotate(
-            f"first failure: {row['node']} ({row['op_type']})", xy=(first, shown_error[first]),
+            f"{'first inf/NaN' if nonfinite.any() else 'first failure'}: {row['node']} ({row['op_type']})",
+            xy=(first, shown_error[first]),
             xytext=(15 if left_half else -15, -45), textcoords="offset points",
             ha="left" if left_half else "right", fontsize="small",
             arrowprops={"arrowstyle": "->", "color": FAILED_COLOUR},
