@@ -32,14 +32,11 @@ FP16 trouble, and which scale reproduces it:
 - The extended attention mask `(1 - mask) * finfo(float32).min` is -inf in FP16
   and `0 * -inf` is NaN for every kept token, as in the BERT built-in.
 
-Limitation (recorded on purpose): the RMSNorm gains are ~1, so once the massive
-channels dominate a norm's RMS the other channels come out of it small (~1e-3 of
-the massive ones at the output) and validation mostly judges the massive
-channels. A variant whose gains restore the ordinary channels (branch
-`t5-informative`) is accurate by rel_l2 (1.3e-3, cosine 0.999997) under
-`transformer_fp16` but fails the elementwise max_rel 0.1 on one element of 1024
-even when only the MatMuls are FP16: FP16's own noise floor, which is issue 12
-item 10 (error measures that fit the output), not a precision-plan problem.
+Decision (RMSNorm gains): with gains ~1, once the massive channels dominate a
+norm's RMS the other channels come out of it ~1e-3 of the massive ones and
+validation would mostly judge two channels. The gains restore the ordinary
+channels to unit scale (what trained checkpoints' gains do), so every channel
+carries information and the tolerance judges all of them.
 
 Node names follow the exporter's scopes of `T5EncoderModel`
 (`/encoder/block.0/layer.1/DenseReluDense/wi_0/MatMul`); initializers carry the
@@ -80,7 +77,7 @@ MASSIVE_FFN_OUTPUT = (600.0, 800.0, 1000.0, 1200.0)
 # massive channels grow with the same sign on every token, as trained ones do.
 CORRELATED_UNITS = 16
 # Std of the gate's outputs (wi_0 x): a few tokens exceed 40, where Pow(x, 3) > 65504.
-GATE_SCALE = 6.0
+GATE_SCALE = 14.0
 # RMSNorm gains: the massive channels dominate the RMS, so the ordinary channels
 # come out of the norm at ~ordinary / rms; gains of rms / ordinary bring them back
 # to unit scale and the massive channels get MASSIVE_NORM_WEIGHT. Without this the
