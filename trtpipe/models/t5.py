@@ -32,14 +32,11 @@ FP16 trouble, and which scale reproduces it:
 - The extended attention mask `(1 - mask) * finfo(float32).min` is -inf in FP16
   and `0 * -inf` is NaN for every kept token, as in the BERT built-in.
 
-Limitation (recorded on purpose): the RMSNorm gains are ~1, so once the massive
-channels dominate a norm's RMS the other channels come out of it small (~1e-3 of
-the massive ones at the output) and validation mostly judges the massive
-channels. A variant whose gains restore the ordinary channels (branch
-`t5-informative`) is accurate by rel_l2 (1.3e-3, cosine 0.999997) under
-`transformer_fp16` but fails the elementwise max_rel 0.1 on one element of 1024
-even when only the MatMuls are FP16: FP16's own noise floor, which is issue 12
-item 10 (error measures that fit the output), not a precision-plan problem.
+Decision (RMSNorm gains): with gains ~1, once the massive channels dominate a
+norm's RMS the other channels come out of it ~1e-3 of the massive ones and
+validation would mostly judge two channels. The gains restore the ordinary
+channels to unit scale (what trained checkpoints' gains do), so every channel
+carries information and the tolerance judges all of them.
 
 Node names follow the exporter's scopes of `T5EncoderModel`
 (`/encoder/block.0/layer.1/DenseReluDense/wi_0/MatMul`); initializers carry the
@@ -75,14 +72,22 @@ FLOAT32_MIN = -3.4028234663852886e38
 # and per layer how much one FFN adds there (about; it varies by token): the
 # stream grows to ~1e4 by the last layer (see the module docstring).
 MASSIVE_CHANNELS = (11, 37)
-MASSIVE_FFN_OUTPUT = (600.0, 1500.0, 3000.0, 5000.0)
+MASSIVE_FFN_OUTPUT = (600.0, 800.0, 1000.0, 1200.0)
 # The first FF units whose wi_1 column copies wi_0's: gelu(a) * a >= 0, so the
 # massive channels grow with the same sign on every token, as trained ones do.
 CORRELATED_UNITS = 16
 # Std of the gate's outputs (wi_0 x): a few tokens exceed 40, where Pow(x, 3) > 65504.
 GATE_SCALE = 14.0
-# RMS of the RMSNorm outputs (weight ~ this): the projections read unit-scale features.
-NORM_WEIGHT = 1.0
+# RMSNorm gains: the massive channels dominate the RMS, so the ordinary channels
+# come out of the norm at ~ordinary / rms; gains of rms / ordinary bring them back
+# to unit scale and the massive channels get MASSIVE_NORM_WEIGHT. Without this the
+# tokens' information would vanish after the first FFN and validation would only
+# see two channels. NORM_INPUTS: per RMSNorm in build order (two per block, then
+# the final one), the massive channels' mean |value| and the other channels' RMS it
+# reads, measured on the sample inputs (a fixed point: gains change what follows).
+MASSIVE_NORM_WEIGHT = 0.05
+NORM_INPUTS = ((3.3, 4.0), (3.6, 4.1), (630.0, 4.2), (630.0, 4.5), (3300.0, 6.6),
+               (3300.0, 7.2), (7200.0, 8.2), (7200.0, 8.7), (9400.0, 9.0))
 
 
 def build_t5() -> onnx.ModelProto:
@@ -96,7 +101,7 @@ def build_t5() -> onnx.ModelProto:
     position_bias = None
     for index in range(LAYERS):
         hidden, position_bias = _block(builder, rng, index, hidden, mask, position_bias)
-    hidden = _rms_norm(builder, rng, "encoder.final_layer_norm", hidden)
+    hidden = _rms_norm(builder, rng, "encoder.final_layer_norm", hidden, NORM_INPUTS[2 * LAYERS])
     builder.rename_tensor(hidden, "last_hidden_state")
     return builder.model(
         "t5_like_encoder",
@@ -129,12 +134,15 @@ def _extended_attention_mask(builder: GraphBuilder) -> str:
     return builder.node("Mul", scope, [inverted, _const(builder, scope, FLOAT32_MIN, np.float32)])
 
 
-def _rms_norm(builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str) -> str:
+def _rms_norm(builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, reads) -> str:
     """T5LayerNorm: `weight * (x * rsqrt(mean(x^2, -1) + eps))`, no mean, no bias."""
     scope = _scope(prefix)
-    weight = builder.initializer(
-        f"{prefix}.weight", (rng.uniform(0.8, 1.2, D_MODEL) * NORM_WEIGHT).astype(np.float32)
-    )
+    massive, ordinary = reads
+    share = len(MASSIVE_CHANNELS) / D_MODEL
+    rms = math.sqrt(ordinary**2 * (1 - share) + massive**2 * share)
+    gains = rng.uniform(0.9, 1.1, D_MODEL) * rms / ordinary
+    gains[list(MASSIVE_CHANNELS)] = MASSIVE_NORM_WEIGHT
+    weight = builder.initializer(f"{prefix}.weight", gains.astype(np.float32))
     squared = builder.node("Pow", scope, [x, _const(builder, scope, 2.0, np.float32)])
     variance = builder.node("ReduceMean", scope, [squared], axes=[-1], keepdims=1)
     shifted = builder.node("Add", scope, [variance, _const(builder, scope, LAYER_NORM_EPS, np.float32)])
@@ -152,10 +160,10 @@ def _linear(builder: GraphBuilder, prefix: str, x: str, weight: np.ndarray) -> s
 
 def _block(builder, rng, index, hidden, mask, position_bias):
     prefix = f"encoder.block.{index}.layer"
-    normed = _rms_norm(builder, rng, f"{prefix}.0.layer_norm", hidden)
+    normed = _rms_norm(builder, rng, f"{prefix}.0.layer_norm", hidden, NORM_INPUTS[2 * index])
     attention, position_bias = _self_attention(builder, rng, f"{prefix}.0.SelfAttention", normed, mask, position_bias)
     hidden = builder.node("Add", _scope(f"{prefix}.0"), [hidden, attention])
-    normed = _rms_norm(builder, rng, f"{prefix}.1.layer_norm", hidden)
+    normed = _rms_norm(builder, rng, f"{prefix}.1.layer_norm", hidden, NORM_INPUTS[2 * index + 1])
     ffn = _gated_gelu_ffn(builder, rng, f"{prefix}.1.DenseReluDense", normed, MASSIVE_FFN_OUTPUT[index])
     hidden = builder.node("Add", _scope(f"{prefix}.1"), [hidden, ffn])
     return hidden, position_bias
@@ -165,7 +173,7 @@ def _self_attention(builder, rng, prefix, x, mask, position_bias):
     """T5Attention: softmax(q k^T + position_bias + mask) v, no 1/sqrt(d) scaling."""
     scope = _scope(prefix)
     inner = HEADS * D_KV
-    query = _linear(builder, f"{prefix}.q", x, rng.normal(0.0, 1.0 / math.sqrt(D_MODEL * D_KV) * 3.0, (D_MODEL, inner)))
+    query = _linear(builder, f"{prefix}.q", x, rng.normal(0.0, 1.0 / math.sqrt(D_MODEL * D_KV), (D_MODEL, inner)))
     key = _linear(builder, f"{prefix}.k", x, rng.normal(0.0, 1.0 / math.sqrt(D_MODEL), (D_MODEL, inner)))
     value = _linear(builder, f"{prefix}.v", x, rng.normal(0.0, 1.0 / math.sqrt(D_MODEL), (D_MODEL, inner)))
 
@@ -236,9 +244,14 @@ def _gated_gelu_ffn(builder, rng, prefix, x, massive_output) -> str:
     gate = add_tanh_gelu(builder, _scope(f"{prefix}.act"), gate)
     linear = _linear(builder, f"{prefix}.wi_1", x, linear_weight)
     product = builder.node("Mul", _scope(prefix), [gate, linear])
-    out_weight = rng.normal(0.0, 1.0 / math.sqrt(D_FF), (D_FF, D_MODEL))
+    # Ordinary channels: outputs of a few units (the products gelu(a) * b are ~10).
+    out_weight = rng.normal(0.0, 0.2 / math.sqrt(D_FF), (D_FF, D_MODEL))
     # E[gelu(a) * a / GATE_SCALE] over a ~ N(0, GATE_SCALE^2) is GATE_SCALE / 2.
     per_unit = massive_output / (CORRELATED_UNITS * GATE_SCALE / 2.0)
+    # The massive units write (almost) only the massive channels: their products are
+    # ~1e3-1e4 and carry FP16's relative error (~5e-4, i.e. units); a trained model
+    # that routed them into the ordinary channels would not survive bf16 either.
+    out_weight[:CORRELATED_UNITS] *= 0.01
     for channel in MASSIVE_CHANNELS:
         out_weight[:CORRELATED_UNITS, channel] = rng.uniform(0.5, 1.5, CORRELATED_UNITS) * per_unit
     return _linear(builder, f"{prefix}.wo", product, out_weight)
