@@ -4,30 +4,85 @@ Every node whose float output exceeds `precision.auto.max_abs` on the sample
 inputs stays FP32. For ops that hide an intermediate inside one kernel, the
 intermediate counts: LayerNormalization's (x - mean)², RMSNormalization's x²,
 ReduceL2's sum of squares. Integer tensors never count.
+
+Decisions:
+- Body nodes (If/Loop/Scan) are measured like any other: the reference runs a
+  copy whose control-flow nodes carry every body tensor out (body_values.py);
+  a Loop/Scan body tensor counts over all iterations. A body node the sample
+  data never reaches (an If branch not taken) has no measured range: it keeps
+  `precision.default`, and the log names it. If the carrying copy cannot run,
+  the main graph alone is measured and the log says the bodies were not.
+- The same run records the shapes every tensor actually has, per iteration,
+  and how often its producer ran (`Network.run_shapes`/`run_counts`), for the
+  FLOP share (flop_shapes.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+import logging
+
+from trtpipe.precision.body_values import carrying_body_values
+from trtpipe.precision.flop_shapes import record_run_shapes
 from trtpipe.precision.network import Network
+
+log = logging.getLogger(__name__)
 
 
 def observed_max_abs(net: Network, feeds_list: list[dict[str, np.ndarray]]) -> dict[str, float]:
     """node name -> the largest finite |value| of its float outputs or hidden intermediates."""
-    from trtpipe.numerics.reference import ReferenceRunner
-
-    runner = ReferenceRunner(net.model, expose_intermediates=True)
     per_node: dict[str, float] = {}
-    for feeds in feeds_list:
-        values = {**feeds, **runner.run(feeds)}
+    reached: set[str] = set()
+    for index, values in enumerate(reference_values(net, feeds_list)):
+        if index == 0:
+            record_run_shapes(net, values)
         for name in net.names:
             if not net.computes_float(name):
                 continue
+            if name in net.parent:
+                if not any(np.asarray(values[t]).size for t in net.float_outputs(name) if t in values):
+                    continue  # not reached by this sample (an If branch not taken, a zero-trip Loop)
+                reached.add(name)
             largest = max((_finite_max_abs(values.get(t)) for t in net.float_outputs(name)), default=0.0)
-            largest = max(largest, _hidden_intermediate(net.nodes[name], values))
+            largest = max(largest, _hidden_intermediate(net.nodes[name], values, net.run_levels))
             per_node[name] = max(per_node.get(name, 0.0), largest)
+    unreached = [n for n in net.parent if n not in reached and net.computes_float(n)]
+    if unreached:
+        log.info("activation range: %d body node(s) not reached by the sample data keep precision.default "
+                 "(no measured range): %s", len(unreached), ", ".join(unreached[:5]))
     return per_node
+
+
+def reference_values(net: Network, feeds_list: list[dict[str, np.ndarray]]):
+    """Per feed: every float tensor of the FP32 reference by name, body tensors stacked per iteration.
+
+    Yields dicts; a body tensor's value holds all its iterations along leading axes
+    (`net.run_levels[tensor]` of them)."""
+    from trtpipe.numerics.reference import ReferenceRunner
+
+    carried = {}
+    runner = None
+    if net.parent:
+        copy, carried = carrying_body_values(net.model, net.tensor_types)
+        try:
+            runner = ReferenceRunner(copy, expose_intermediates=True)
+            first = runner.run(feeds_list[0]) if feeds_list else {}
+        except Exception as error:  # noqa: BLE001 - any failure (UserError included): main graph only
+            log.warning("activation range: the bodies of If/Loop/Scan nodes could not be measured (%s); "
+                        "their nodes keep precision.default", str(error).splitlines()[0][:200])
+            runner, carried = None, {}
+    if runner is None:
+        runner = ReferenceRunner(net.model, expose_intermediates=True)
+        first = runner.run(feeds_list[0]) if feeds_list else {}
+    net.run_levels = {value.tensor: value.levels for value in carried.values()}
+    for index, feeds in enumerate(feeds_list):
+        outputs = first if index == 0 else runner.run(feeds)
+        values = {**feeds, **outputs}
+        for outer, value in carried.items():
+            if outer in values:
+                values[value.tensor] = values.pop(outer)
+        yield values
 
 
 def range_decisions(observed: dict[str, float], max_abs: float) -> dict[str, tuple[str, float]]:
@@ -46,14 +101,15 @@ def _finite_max_abs(array) -> float:
     return float(values.max()) if values.size else 0.0
 
 
-def _hidden_intermediate(node, values: dict) -> float:
+def _hidden_intermediate(node, values: dict, levels: dict[str, int]) -> float:
     x = values.get(node.input[0]) if node.input else None
+    stacked = levels.get(node.input[0], 0) if node.input else 0  # leading iteration axes of a body value
     if x is None or not np.issubdtype(np.asarray(x).dtype, np.floating):
         return 0.0
     x = np.asarray(x, dtype=np.float64)
     if node.op_type in ("LayerNormalization", "RMSNormalization"):
         axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
-        axes = tuple(range(axis % x.ndim, x.ndim))
+        axes = tuple(range(axis % (x.ndim - stacked) + stacked, x.ndim))
         centred = x - x.mean(axis=axes, keepdims=True) if node.op_type == "LayerNormalization" else x
         return _finite_max_abs(centred**2)
     if node.op_type == "ReduceL2":

@@ -81,6 +81,13 @@ def outer_names_read_by_subgraphs(node: onnx.NodeProto) -> list[str]:
     return list(found)
 
 
+def outer_names_read(graph: onnx.GraphProto) -> list[str]:
+    """Names `graph` (a body) and its nested bodies read from enclosing scopes, in first-use order."""
+    found: dict[str, None] = {}
+    _collect_outer_names(graph, set(), found)
+    return list(found)
+
+
 def _subgraphs(node: onnx.NodeProto):
     for attribute in node.attribute:
         if attribute.type == onnx.AttributeProto.GRAPH:

@@ -1,0 +1,42 @@
+"""The precision of an If/Loop/Scan node is the precision of its body.
+
+A control-flow node computes nothing itself: its bodies do. Labelling an If
+`fp16` while its branches stay FP32 (or the reverse) would misreport exactly
+the compute users look at. Decisions:
+- a control-flow node starts as `keep` (the materialiser keeps its own inputs
+  and outputs as authored: body outputs are cast back to the declared types,
+  so both If branches and every Loop iteration agree, see materialize.py);
+- once every body node is decided, it takes the body's precision when all its
+  float-computing body nodes (nested bodies included) agree, `mixed` when they
+  do not, and `none` when its body computes no float; the reason counts them;
+- a rule that names a control-flow node applies to every node of its bodies
+  (rules.py), since that is the only way the node itself can be "in fp32".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from trtpipe.precision.decisions import Decision
+from trtpipe.precision.network import Network
+
+COMPUTING = ("fp32", "fp16", "bf16", "keep")
+
+
+def control_flow_initial() -> Decision:
+    return Decision("keep", "control flow: its precision is its body's (set once the body is decided)", "structure")
+
+
+def derive_control_flow(net: Network, decisions: dict[str, Decision]) -> None:
+    """Set every control-flow node's decision from its bodies' decisions, in place ."""
+    for name in net.names:
+        if not net.is_control_flow(name):
+            continue
+        body = [n for n in net.body_descendants(name) if not net.is_control_flow(n)]
+        counts = Counter(decisions[n].precision for n in body if decisions[n].precision in COMPUTING)
+        if not counts:
+            decisions[name] = Decision("none", f"{net.op_type(name)}: its body computes no float", "structure")
+            continue
+        described = ", ".join(f"{count} {precision}" for precision, count in sorted(counts.items()))
+        precision = next(iter(counts)) if len(counts) == 1 else "mixed"
+        decisions[name] = Decision(precision, f"{net.op_type(name)}: its body nodes are {described}", "structure")
