@@ -37,9 +37,10 @@ log = logging.getLogger(__name__)
 def record_run_shapes(net: Network, values: dict[str, np.ndarray]) -> None:
     """Shapes (per iteration) and run counts of every produced tensor of one reference run."""
     for tensor, array in values.items():
-        if tensor not in net.producer:
-            continue
         shape = list(np.shape(array))
+        if tensor not in net.producer:  # a graph input: fed as it is
+            net.run_shapes[tensor] = shape
+            continue
         levels = net.run_levels.get(tensor, 0)
         net.run_shapes[tensor] = shape[levels:]
         net.run_counts[tensor] = prod(shape[:levels])
@@ -51,6 +52,8 @@ def record_feed_shapes(net: Network, feeds: dict[str, np.ndarray] | None) -> int
     """Fill `net.run_shapes` by shape inference with the feeds' concrete input shapes; returns how many."""
     if not feeds:
         return 0
+    for name, array in feeds.items():
+        net.run_shapes.setdefault(name, list(np.shape(array)))
     copy = weightless_copy(net.model)
     for value in copy.graph.input:
         if value.name in feeds and value.type.HasField("tensor_type"):
@@ -73,6 +76,24 @@ def record_feed_shapes(net: Network, feeds: dict[str, np.ndarray] | None) -> int
                 net.run_shapes[value.name] = [d.dim_value for d in dims]
                 added += 1
     return added
+
+
+def feeds_for_shapes(model: onnx.ModelProto, config) -> dict[str, np.ndarray] | None:
+    """One sample feed for the shapes alone, when no automatic rule needed the data.
+
+    Decision: its absence must not stop a stage that did not need data before, so a
+    data block that cannot describe the inputs leaves the model's static shapes (logged)."""
+    from trtpipe.data import sample_feeds
+    from trtpipe.errors import UserError
+
+    if config["default"] == "fp32":
+        return None
+    try:
+        feeds = sample_feeds(model, {**config["data"], "iterations": 1})
+    except UserError as error:
+        log.info("FLOP share: no sample shapes (%s); the model's static shapes are used", error)
+        return None
+    return feeds[0] if feeds else None
 
 
 def known_shape(net: Network, tensor: str) -> list[int | None] | None:

@@ -14,13 +14,16 @@ from math import prod
 from trtpipe.precision.flop_shapes import known_shape, times_run
 from trtpipe.precision.network import Network
 
-HEAVY_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+HEAVY_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "LSTM", "GRU", "RNN")
+RECURRENT_OPS = ("LSTM", "GRU", "RNN")
 
 
 def node_flops(net: Network, name: str) -> int:
     node = net.nodes[name]
     if node.op_type not in HEAVY_OPS or not node.output:
         return 0
+    if node.op_type in RECURRENT_OPS:
+        return _recurrent_flops(net, node) * (times_run(net, name) if name in net.parent else 1)
     out = _shape(net, node.output[0])
     if out is None:
         return 0
@@ -38,12 +41,23 @@ def node_flops(net: Network, name: str) -> int:
     return once * times_run(net, name) if name in net.parent else once
 
 
+def _recurrent_flops(net: Network, node) -> int:
+    """LSTM/GRU/RNN: per step and direction, the gates' input and recurrent projections:
+    2 x (gates x hidden) x (input + hidden) MACs for every (sequence step, batch row).
+    X is [seq, batch, input] (or [batch, seq, input]); W is [directions, gates x hidden, input]."""
+    x, w, r = (_shape(net, node.input[i]) if len(node.input) > i and node.input[i] else None for i in range(3))
+    if not x or not w or not r or len(x) < 2 or len(w) < 3 or len(r) < 3:
+        return 0
+    return 2 * x[0] * x[1] * w[0] * w[1] * (w[2] + r[2])
+
+
 def has_unknown_dims(net: Network, name: str) -> bool:
     """A heavy node whose FLOPs were counted with an unknown dimension taken as 1."""
     node = net.nodes[name]
     if node.op_type not in HEAVY_OPS:
         return False
-    shapes = [known_shape(net, t) for t in [*node.output[:1], *node.input[:2]] if t]
+    tensors = node.input[:3] if node.op_type in RECURRENT_OPS else [*node.output[:1], *node.input[:2]]
+    shapes = [known_shape(net, t) for t in tensors if t]
     return any(shape is None or any(d is None for d in shape) for shape in shapes)
 
 

@@ -1,0 +1,250 @@
+"""If/Loop/Scan bodies are first-class: indexed, ruled, measured, materialised, emulated, reported."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.precision.graphs import element_types, run
+from tests.precision.models import precision_config
+from tests.precision.subgraph_graphs import feeds_for, if_matmul, loop_carried, lstm_in_if, scan_rnn
+from trtpipe.errors import UserError
+from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.numerics.emulator import EmulatedRunner
+from trtpipe.precision.decisions import MATERIALIZE_AS
+from trtpipe.precision.materialize import materialize
+from trtpipe.precision.names_table import write_names_table
+from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan_document import plan_document
+from trtpipe.precision.planner import plan_precision
+
+FP16, FP32 = TensorProto.FLOAT16, TensorProto.FLOAT
+
+
+def named(model):
+    name_nodes_as_parser_does(model)
+    return model, network_from_model(model)
+
+
+def planned(model, feeds, **config):
+    model, net = named(model)
+    decisions, matches = plan_precision(net, precision_config(**config), [feeds])
+    mixed, report = materialize(model, {n: MATERIALIZE_AS[d.precision] for n, d in decisions.items()})
+    onnx.checker.check_model(mixed, full_check=True)
+    return net, decisions, plan_document(net, decisions, matches, "fp16", report), mixed
+
+
+def body(model, control, attribute="body"):
+    node = next(n for n in model.graph.node if n.name == control)
+    return next(a.g for a in node.attribute if a.name == attribute)
+
+
+# --- the network ---------------------------------------------------------------------------------
+
+def test_body_nodes_are_indexed_with_where_they_live_before_their_control_node():
+    _, net = named(if_matmul())
+    assert net.names == ["pre", "branch/else_branch/mm", "branch/else_branch/scale", "branch/else_branch/act",
+                         "branch/then_branch/mm", "branch/then_branch/act", "branch", "post"]
+    assert net.parent["branch/then_branch/mm"] == "branch" and "pre" not in net.parent
+    assert set(net.bodies["branch"]) == {n for n in net.names if n.startswith("branch/")}
+    # Outer-scope tensors read inside a body list the body nodes as consumers (implicit inputs).
+    assert net.consumers["h"] == ["branch/else_branch/mm", "branch/then_branch/mm"]
+    assert net.consumers["Wa"] == ["branch/then_branch/mm"]
+    assert net.producer["e2"] == "branch/else_branch/scale" and net.tensor_types["e2"] == FP32
+    assert net.tensor_shapes["t1"] == [None, 4] and "Wb" in net.constants
+
+
+def test_naming_is_written_into_the_model_once_and_is_stable():
+    model, _ = named(loop_carried())
+    assert [n.name for n in body(model, "steps").node][:3] == ["steps/body/mm", "steps/body/add", "steps/body/act"]
+    again = onnx.ModelProto()
+    again.CopyFrom(model)
+    assert name_nodes_as_parser_does(again) == 0
+
+
+def test_tensor_names_two_branches_share_are_made_unique():
+    branch = helper.make_graph([helper.make_node("Neg", ["x"], ["o"], name="neg")], "b", [],
+                               [helper.make_tensor_value_info("o", FP32, [2])])
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=branch)], "g",
+        [helper.make_tensor_value_info("x", FP32, [2]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FP32, [2])]), opset_imports=[helper.make_opsetid("", 17)])
+    model, net = named(model)
+    outputs = [g.node[0].output[0] for g in list(all_graphs(model.graph))[1:]]
+    assert sorted(outputs) == ["o", "o_1"] and {net.producer[o] for o in outputs} == {
+        "if/else_branch/neg", "if/then_branch/neg"}
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"x": np.array([1.0, -2.0], np.float32), "c": np.array(False)}
+    assert run(model, feeds)[0].tolist() == [-1.0, 2.0]
+
+
+# --- rules -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule, expected", [
+    ({"match": "exact", "pattern": "branch/then_branch/mm"}, ["branch/then_branch/mm"]),
+    ({"match": "regex", "pattern": "branch/.*_branch/mm"}, ["branch/else_branch/mm", "branch/then_branch/mm"]),
+    ({"match": "op_type", "pattern": "MatMul"}, ["pre", "branch/else_branch/mm", "branch/then_branch/mm"]),
+    ({"match": "exact", "pattern": "branch"}, ["branch", "branch/else_branch/mm", "branch/else_branch/scale",
+                                                "branch/else_branch/act", "branch/then_branch/mm",
+                                                "branch/then_branch/act"]),
+])
+def test_rules_resolve_against_body_nodes(rule, expected):
+    _, net = named(if_matmul())
+    config = precision_config(rules={"r": {**rule, "precision": "fp32"}}, auto={"max_abs": None})
+    decisions, matches = plan_precision(net, config, None)
+    assert matches[0].nodes == expected
+    assert all(decisions[n].precision == "fp32" for n in expected if n != "branch")
+
+
+def test_a_bare_body_node_name_is_an_error_that_gives_the_qualified_names():
+    _, net = named(if_matmul())
+    config = precision_config(rules={"r": {"match": "exact", "pattern": "mm", "precision": "fp32"}})
+    with pytest.raises(UserError) as error:
+        plan_precision(net, config, None)
+    assert "branch/else_branch/mm, branch/then_branch/mm" in str(error.value)
+
+
+def test_list_only_lists_body_nodes(tmp_path):
+    _, net = named(scan_rnn())
+    write_names_table(net, tmp_path / "names.txt")
+    lines = (tmp_path / "names.txt").read_text().splitlines()
+    assert "rnn/body/in_proj\tMatMul\tu" in lines and "rnn\tScan\th_last, ys" in lines
+
+
+# --- automatic rules and the plan ----------------------------------------------------------------
+
+def _overflowing_else_branch():
+    """The else-branch's Mul by 3e4 (a constant that fits FP16) produces values beyond 65504."""
+    model = if_matmul(scale_else=3e4)
+    feeds = {**feeds_for(model), "c": np.array(False)}
+    feeds["x"] *= 10
+    return model, feeds
+
+
+def test_range_rule_measures_an_if_branch_and_the_if_is_labelled_mixed():
+    model, feeds = _overflowing_else_branch()
+    net, decisions, document, mixed = planned(model, feeds)
+    assert decisions["branch/else_branch/scale"].precision == "fp32"
+    assert decisions["branch/else_branch/scale"].reason.startswith("activation range")
+    assert decisions["branch/else_branch/scale"].observed_max_abs > 65504
+    # The branch the sample never takes has no measured range: it keeps the default.
+    assert decisions["branch/then_branch/mm"].precision == "fp16"
+    assert decisions["branch/then_branch/mm"].observed_max_abs is None
+    entry = next(n for n in document["nodes"] if n["name"] == "branch")
+    assert entry["precision"] == "mixed" and "1 fp32" in entry["reason"] and "4 fp16" in entry["reason"]
+    # The kept FP32 scale keeps the result finite and close; all-FP16 would overflow to 1.0 anyway
+    # after Sigmoid, so compare against the FP32 model directly.
+    assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=2e-3)
+
+
+def test_range_rule_counts_every_iteration_of_a_scan_body():
+    model = scan_rnn()
+    feeds = feeds_for(model, sizes={"seq": 5})
+    feeds["xs"][3] *= 3e5  # one late step is huge: only the stacked values show it
+    _, decisions, _, _ = planned(model, feeds)
+    assert decisions["rnn/body/in_proj"].precision == "fp32"
+    assert decisions["rnn/body/add"].precision == "fp32"
+    assert decisions["rnn/body/act"].precision == "fp16"  # Tanh is bounded
+    assert decisions["rnn"].precision == "mixed"
+
+
+def test_a_control_flow_node_is_never_fp16_while_its_body_is_fp32():
+    model = loop_carried()
+    _, decisions, document, _ = planned(model, feeds_for(model),
+                                        rules={"loop": {"match": "op_type", "pattern": "Loop", "precision": "fp32"}})
+    entry = next(n for n in document["nodes"] if n["name"] == "steps")
+    assert entry["precision"] == "fp32" and "body nodes are" in entry["reason"]
+    assert document["totals"]["flops"]["low_precision"] == 0
+
+
+def test_constants_inside_a_body_are_checked():
+    model = if_matmul()
+    else_branch = body(model, "branch", "else_branch")
+    else_branch.initializer[1].CopyFrom(numpy_helper.from_array(np.array(1e6, np.float32), "s"))
+    _, decisions, _, _ = planned(model, feeds_for(model), auto={"max_abs": None})
+    assert decisions["branch/else_branch/scale"].precision == "fp32"
+    assert "constant s" in decisions["branch/else_branch/scale"].reason
+
+
+# --- materialisation and emulation ---------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [if_matmul, loop_carried, scan_rnn, lstm_in_if])
+def test_all_fp16_bodies_pass_the_full_checker_run_and_keep_declared_types(make):
+    model = make()
+    feeds = feeds_for(model)
+    _, _, document, mixed = planned(model, feeds, auto={"max_abs": None})
+    assert document["totals"]["low_precision_flop_share"] == 1.0
+    reference, candidate = run(model, feeds), run(mixed, feeds)
+    assert all(np.allclose(a, b, atol=5e-3) for a, b in zip(reference, candidate))
+    types = _all_types(mixed)
+    for graph in list(all_graphs(mixed.graph))[1:]:
+        # Every body computes in FP16 inside, and its inputs and outputs keep their declared types.
+        assert any(types.get(o) == FP16 for node in graph.node for o in node.output if node.op_type != "Cast")
+        for value in [*graph.input, *graph.output]:
+            assert value.type.tensor_type.elem_type in (FP32, TensorProto.BOOL, TensorProto.INT64)
+
+
+def _all_types(model):
+    inferred = onnx.shape_inference.infer_shapes(model)
+    return {v.name: v.type.tensor_type.elem_type for g in all_graphs(inferred.graph)
+            for v in [*g.input, *g.value_info, *g.output]}
+
+
+def test_a_loop_carried_state_keeps_one_type_across_iterations():
+    model = loop_carried()
+    _, _, _, mixed = planned(model, feeds_for(model), auto={"max_abs": None})
+    loop_body = body(mixed, "steps")
+    assert [v.type.tensor_type.elem_type for v in loop_body.input][2] == FP32
+    assert [v.type.tensor_type.elem_type for v in loop_body.output][1:] == [FP32, FP32]
+    first = loop_body.node[0]
+    assert first.op_type == "Cast" and first.input[0] == "h_in"  # carried FP32, computed in FP16
+
+
+def test_a_body_reads_an_outer_fp16_tensor_without_a_round_trip():
+    model = if_matmul()
+    _, _, _, mixed = planned(model, feeds_for(model), auto={"max_abs": None})
+    for attribute in ("then_branch", "else_branch"):
+        matmul = next(n for n in body(mixed, "branch", attribute).node if n.op_type == "MatMul")
+        assert matmul.input[0] == "h"  # the outer FP16 value, no Cast on either side
+    assert element_types(mixed)["h"] == FP16
+
+
+def _f16(x):
+    return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
+
+
+def test_the_emulator_evaluates_a_fp16_scan_body_like_numpy_fp16():
+    model = scan_rnn()
+    feeds = feeds_for(model, sizes={"seq": 4})
+    _, _, _, mixed = planned(model, feeds, auto={"max_abs": None})
+    wx = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "Wx"))
+    wh = numpy_helper.to_array(body(model, "rnn").initializer[0])
+    h, expected = feeds["h0"], []
+    for x_t in feeds["xs"]:  # every tensor stored in FP16, every op computed in FP32
+        u = _f16(_f16(x_t) @ _f16(wx))
+        v = _f16(_f16(h) @ _f16(wh))
+        h = _f16(np.tanh(_f16(u + v)))
+        expected.append(h)
+    emulated = EmulatedRunner(mixed).run(feeds)
+    assert np.allclose(emulated["ys"], np.stack(expected), rtol=2e-3, atol=1e-3)
+    assert np.array_equal(emulated["h_last"], expected[-1]) or np.allclose(emulated["h_last"], expected[-1],
+                                                                          rtol=2e-3, atol=1e-3)
+    fp32 = run(model, feeds)[1]
+    assert not np.array_equal(emulated["ys"], fp32)  # the emulation does round
+
+
+def test_the_emulator_evaluates_a_mixed_if_branch_like_numpy_fp16():
+    model, feeds = _overflowing_else_branch()
+    _, decisions, _, mixed = planned(model, feeds)
+    assert decisions["branch/else_branch/scale"].precision == "fp32"
+    w0 = numpy_helper.to_array(model.graph.initializer[0])
+    wb = numpy_helper.to_array(body(model, "branch", "else_branch").initializer[0])
+    h = _f16(_f16(feeds["x"]) @ _f16(w0))
+    e1 = _f16(h @ _f16(wb))
+    e2 = e1 * np.float32(3e4)  # kept FP32: no rounding, no overflow
+    with np.errstate(over="ignore"):  # the FP16 Sigmoid reads e2 rounded to FP16: beyond 65504 it is inf
+        expected = _f16(np.maximum(_f16(1 / (1 + np.exp(-_f16(e2)))), 0))
+    emulated = EmulatedRunner(mixed).run(feeds)["y"]
+    assert np.allclose(emulated, expected, atol=1e-3)
