@@ -123,3 +123,31 @@ def feeds_for(model: onnx.ModelProto, seed=0, sizes=None) -> dict[str, np.ndarra
         else:
             feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
     return feeds
+
+
+def if_inside_loop(width=4, trips=3) -> onnx.ModelProto:
+    """A Loop whose body holds an If (nested bodies), with a LayerNormalization in one branch."""
+    then_branch = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "W"], ["p"], name="mm"),
+         helper.make_node("LayerNormalization", ["p", "gamma", "beta"], ["q"], name="norm", axis=-1)],
+        "then", [], [helper.make_tensor_value_info("q", F, [1, width])])
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["h_in"], ["r"], name="neg")],
+        "else", [], [helper.make_tensor_value_info("r", F, [1, width])])
+    body = helper.make_graph(
+        [helper.make_node("If", ["flag"], ["g"], name="choose", then_branch=then_branch, else_branch=else_branch),
+         helper.make_node("Tanh", ["g"], ["h_out"], name="act"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
+        "loop_body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", F, [1, width])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", F, [1, width])])
+    nodes = [helper.make_node("Loop", ["M", "true", "h0"], ["h_final"], name="steps", body=body)]
+    inits = [numpy_helper.from_array(np.array(trips, np.int64), "M"), numpy_helper.from_array(np.array(True), "true"),
+             _w("W", [width, width], 0.6), numpy_helper.from_array(np.ones(width, np.float32), "gamma"),
+             numpy_helper.from_array(np.zeros(width, np.float32), "beta")]
+    return _model(nodes, [helper.make_tensor_value_info("h0", F, [1, width]),
+                          helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+                  [helper.make_tensor_value_info("h_final", F, [1, width])], inits)

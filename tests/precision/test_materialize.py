@@ -214,7 +214,7 @@ def test_an_fp32_body_node_reading_a_retyped_outer_tensor_casts_it_inside_its_bo
         cast, neg = attribute.g.node
         assert cast.op_type == "Cast" and cast.input[0] == "a" and neg.input[0] == cast.output[0]
     assert element_types(result)["a"] == FP16
-    assert report["precision_not_applied"][0]["node"] == "/If"
+    assert not report["precision_not_applied"]  # the If keeps its own types: the plan, not a failure
 
 
 def test_an_initializer_beyond_fp16_range_is_saturated_and_reported():

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.precision.graphs import element_types, run
 from tests.precision.models import precision_config
-from tests.precision.subgraph_graphs import feeds_for, if_matmul, loop_carried, lstm_in_if, scan_rnn
+from tests.precision.subgraph_graphs import feeds_for, if_inside_loop, if_matmul, loop_carried, lstm_in_if, scan_rnn
 from trtpipe.errors import UserError
 from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.numerics.emulator import EmulatedRunner
@@ -248,3 +248,20 @@ def test_the_emulator_evaluates_a_mixed_if_branch_like_numpy_fp16():
         expected = _f16(np.maximum(_f16(1 / (1 + np.exp(-_f16(e2)))), 0))
     emulated = EmulatedRunner(mixed).run(feeds)["y"]
     assert np.allclose(emulated, expected, atol=1e-3)
+
+
+def test_nested_bodies_are_named_measured_grouped_and_materialised():
+    model = if_inside_loop()
+    feeds = feeds_for(model)
+    net, decisions, document, mixed = planned(model, feeds)
+    assert net.parent["steps/body/choose/then_branch/mm"] == "steps/body/choose"
+    assert net.parent["steps/body/choose"] == "steps"
+    # The LayerNormalization deep inside is a normalization group, kept FP32.
+    assert decisions["steps/body/choose/then_branch/norm"].precision == "fp32"
+    assert decisions["steps/body/choose/then_branch/norm"].reason.startswith("normalization group")
+    # Measured through both levels (the If's value stacked by the Loop).
+    assert decisions["steps/body/choose/then_branch/mm"].observed_max_abs > 0
+    assert {n["name"]: n["precision"] for n in document["nodes"]}["steps"] == "mixed"
+    assert document["totals"]["flops"]["total"] == 3 * 2 * 4 * 4
+    assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=5e-3)
+    assert np.allclose(EmulatedRunner(mixed).run(feeds)["h_final"], run(model, feeds)[0], atol=5e-3)
