@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 def record_run_shapes(net: Network, values: dict[str, np.ndarray]) -> None:
     """Shapes (per iteration) and run counts of every produced tensor of one reference run."""
     for tensor, array in values.items():
-        shape = list(np.shape(array))
+        if not isinstance(array, np.ndarray):
+            continue  # a sequence or a map: no shape to record
+        shape = list(array.shape)
         if tensor not in net.producer:  # a graph input: fed as it is
             net.run_shapes[tensor] = shape
             continue
@@ -53,13 +55,14 @@ def record_feed_shapes(net: Network, feeds: dict[str, np.ndarray] | None) -> int
     if not feeds:
         return 0
     for name, array in feeds.items():
-        net.run_shapes.setdefault(name, list(np.shape(array)))
+        if isinstance(array, np.ndarray):
+            net.run_shapes.setdefault(name, list(array.shape))
     copy = weightless_copy(net.model)
     for value in copy.graph.input:
-        if value.name in feeds and value.type.HasField("tensor_type"):
+        if isinstance(feeds.get(value.name), np.ndarray) and value.type.HasField("tensor_type"):
             shape = value.type.tensor_type.shape
             del shape.dim[:]
-            for size in np.shape(feeds[value.name]):
+            for size in feeds[value.name].shape:
                 shape.dim.add().dim_value = int(size)
     try:
         inferred = onnx.shape_inference.infer_shapes(copy, strict_mode=False, data_prop=True)
