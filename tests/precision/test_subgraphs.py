@@ -265,3 +265,29 @@ def test_nested_bodies_are_named_measured_grouped_and_materialised():
     assert document["totals"]["flops"]["total"] == 3 * 2 * 4 * 4
     assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=5e-3)
     assert np.allclose(EmulatedRunner(mixed).run(feeds)["h_final"], run(model, feeds)[0], atol=5e-3)
+
+
+def test_bodies_that_cannot_be_carried_out_leave_their_range_unknown_and_say_so(caplog):
+    """A carried state that grows each iteration cannot be stacked as a scan output."""
+    loop_body = helper.make_graph(
+        [helper.make_node("Concat", ["acc_in", "x"], ["acc_out"], name="grow", axis=0),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
+        "grow_body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", FP32, ["n"])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", FP32, ["m"])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "x"], ["acc"], name="grow_loop", body=loop_body),
+         helper.make_node("Mul", ["acc", "acc"], ["y"], name="square")], "g",
+        [helper.make_tensor_value_info("x", FP32, [2])], [helper.make_tensor_value_info("y", FP32, ["k"])],
+        [numpy_helper.from_array(np.array(3, np.int64), "M")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.array([300.0, -2.0], np.float32)}
+    with caplog.at_level("WARNING"):
+        _, decisions, _, mixed = planned(model, feeds)
+    assert "could not be measured" in caplog.text
+    assert decisions["square"].precision == "fp32"  # the main graph is still measured: 9e4 > 4096
+    assert decisions["grow_loop/body/grow"].observed_max_abs is None
+    assert run(mixed, feeds)[0].shape == (8,)
