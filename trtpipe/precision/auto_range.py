@@ -10,8 +10,10 @@ Decisions:
   copy whose control-flow nodes carry every body tensor out (body_values.py);
   a Loop/Scan body tensor counts over all iterations. A body node the sample
   data never reaches (an If branch not taken) has no measured range: it keeps
-  `precision.default`, and the log names it. If the carrying copy cannot run,
-  the main graph alone is measured and the log says the bodies were not.
+  `precision.default`, and the log names it. If the carrying copy cannot run
+  (per-iteration shapes that cannot be stacked: a growing carried state, an If
+  inside a Loop taking both branches), the main graph alone is measured and a
+  warning says the bodies were not.
 - The same run records the shapes every tensor actually has, per iteration,
   and how often its producer ran (`Network.run_shapes`/`run_counts`), for the
   FLOP share (flop_shapes.py).
@@ -19,9 +21,9 @@ Decisions:
 
 from __future__ import annotations
 
-import numpy as np
-
 import logging
+
+import numpy as np
 
 from trtpipe.precision.body_values import carrying_body_values
 from trtpipe.precision.flop_shapes import record_run_shapes
@@ -49,8 +51,8 @@ def observed_max_abs(net: Network, feeds_list: list[dict[str, np.ndarray]]) -> d
             per_node[name] = max(per_node.get(name, 0.0), largest)
     unreached = [n for n in net.parent if n not in reached and net.computes_float(n)]
     if unreached:
-        log.info("activation range: %d body node(s) not reached by the sample data keep precision.default "
-                 "(no measured range): %s", len(unreached), ", ".join(unreached[:5]))
+        log.info("activation range: %d body node(s) without a measured range (not reached by the sample data, "
+                 "or not measurable) keep precision.default: %s", len(unreached), ", ".join(unreached[:5]))
     return per_node
 
 
