@@ -291,3 +291,28 @@ def test_bodies_that_cannot_be_carried_out_leave_their_range_unknown_and_say_so(
     assert decisions["square"].precision == "fp32"  # the main graph is still measured: 9e4 > 4096
     assert decisions["grow_loop/body/grow"].observed_max_abs is None
     assert run(mixed, feeds)[0].shape == (8,)
+
+
+def test_a_body_reading_an_authors_cast_placed_after_its_if_is_reordered():
+    def branch(tag):
+        return helper.make_graph([helper.make_node("Neg", ["a"], [f"o_{tag}"], name="neg")], tag, [],
+                                 [helper.make_tensor_value_info(f"o_{tag}", FP32, [4])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("If", ["c"], ["b"], name="if", then_branch=branch("t"), else_branch=branch("e")),
+        helper.make_node("Cast", ["a"], ["a16"], name="authors_cast", to=FP16),
+        helper.make_node("Mul", ["a", "b"], ["y"], name="mul"),
+    ]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", FP32, [4]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FP32, [4]), helper.make_tensor_value_info("a16", FP16, [4])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    precision = {"relu": "fp32", "if": "keep", "authors_cast": "keep", "mul": "fp16",
+                 "if/then_branch/neg": "fp16", "if/else_branch/neg": "fp16"}
+    mixed, report = materialize(model, precision)
+    onnx.checker.check_model(mixed, full_check=True)
+    order = [n.name for n in mixed.graph.node]
+    assert order.index("authors_cast") < order.index("if")
+    assert [c["cast"] for c in report["casts_reused"]] == ["authors_cast"]
+    feeds = {"x": np.array([1.0, -2.0, 3.0, 0.5], np.float32), "c": np.array(True)}
+    assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=1e-3)

@@ -156,9 +156,14 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
             "outputs": {name: short_name(t) for name, t in placed.output_types.items()},
         }
     visible = {**(outer or {}), **available}
+    has_bodies = False
     for node in graph.node:
         for _, body in node_subgraphs(node):
+            has_bodies = True
             _materialize_graph(body, node_precision, types, opsets, names, report, keep_io_types=True, outer=visible)
+    # A body may now read an author's Cast this graph placed after its control-flow node.
+    if has_bodies and not is_topologically_sorted(list(graph.node)):
+        _replace_nodes(graph, topologically_sorted(list(graph.node)))
 
 
 def _name_body_nodes(graph: onnx.GraphProto) -> list[str]:
