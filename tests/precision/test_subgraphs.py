@@ -316,3 +316,14 @@ def test_a_body_reading_an_authors_cast_placed_after_its_if_is_reordered():
     assert [c["cast"] for c in report["casts_reused"]] == ["authors_cast"]
     feeds = {"x": np.array([1.0, -2.0, 3.0, 0.5], np.float32), "c": np.array(True)}
     assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=1e-3)
+
+
+def test_casts_in_a_body_do_not_make_its_control_flow_node_mixed():
+    model = if_matmul()
+    else_branch = body(model, "branch", "else_branch")
+    cast = helper.make_node("Cast", ["e2"], ["e2c"], name="authors_cast", to=FP32)
+    else_branch.node.insert(2, cast)
+    else_branch.node[3].input[0] = "e2c"
+    _, decisions, _, _ = planned(model, feeds_for(model), auto={"max_abs": None})
+    assert decisions["branch/else_branch/authors_cast"].precision == "keep"
+    assert decisions["branch"].precision == "fp16"

@@ -8,7 +8,9 @@ the compute users look at. Decisions:
   so both If branches and every Loop iteration agree, see materialize.py);
 - once every body node is decided, it takes the body's precision when all its
   float-computing body nodes (nested bodies included) agree, `mixed` when they
-  do not, and `none` when its body computes no float; the reason counts them;
+  do not, and `none` when its body computes no float; the reason counts them.
+  Casts and integer nodes do not count (they compute in no precision of their
+  own); nodes kept as the author wrote them count as `keep`;
 - a rule that names a control-flow node applies to every node of its bodies
   (rules.py), since that is the only way the node itself can be "in fp32".
 """
@@ -20,7 +22,7 @@ from collections import Counter
 from trtpipe.precision.decisions import Decision
 from trtpipe.precision.network import Network
 
-COMPUTING = ("fp32", "fp16", "bf16", "keep")
+PLANNED = ("fp32", "fp16", "bf16")
 
 
 def control_flow_initial() -> Decision:
@@ -33,10 +35,16 @@ def derive_control_flow(net: Network, decisions: dict[str, Decision]) -> None:
         if not net.is_control_flow(name):
             continue
         body = [n for n in net.body_descendants(name) if not net.is_control_flow(n)]
-        counts = Counter(decisions[n].precision for n in body if decisions[n].precision in COMPUTING)
+        counts = Counter(_computes_in(decisions[n]) for n in body if _computes_in(decisions[n]))
         if not counts:
             decisions[name] = Decision("none", f"{net.op_type(name)}: its body computes no float", "structure")
             continue
         described = ", ".join(f"{count} {precision}" for precision, count in sorted(counts.items()))
         precision = next(iter(counts)) if len(counts) == 1 else "mixed"
         decisions[name] = Decision(precision, f"{net.op_type(name)}: its body nodes are {described}", "structure")
+
+
+def _computes_in(decision: Decision) -> str | None:
+    if decision.precision in PLANNED:
+        return decision.precision
+    return "keep" if decision.source == "authored" else None
