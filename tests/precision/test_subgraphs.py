@@ -179,11 +179,15 @@ def test_all_fp16_bodies_pass_the_full_checker_run_and_keep_declared_types(make)
     reference, candidate = run(model, feeds), run(mixed, feeds)
     assert all(np.allclose(a, b, atol=5e-3) for a, b in zip(reference, candidate))
     types = _all_types(mixed)
-    for graph in list(all_graphs(mixed.graph))[1:]:
-        # Every body computes in FP16 inside, and its inputs and outputs keep their declared types.
-        assert any(types.get(o) == FP16 for node in graph.node for o in node.output if node.op_type != "Cast")
-        for value in [*graph.input, *graph.output]:
-            assert value.type.tensor_type.elem_type in (FP32, TensorProto.BOOL, TensorProto.INT64)
+    for node in mixed.graph.node:
+        bodies = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+        for graph in bodies:  # every body computes in FP16 inside
+            assert any(types.get(o) == FP16 for inner in graph.node for o in inner.output if inner.op_type != "Cast")
+        if node.op_type == "If":  # both branches agree on the type the If outputs: FP16, no Cast back
+            assert {g.output[0].type.tensor_type.elem_type for g in bodies} == {FP16} == {types[node.output[0]]}
+        elif bodies:  # a Loop/Scan body keeps its declared inputs and outputs (the carried state)
+            for value in [*bodies[0].input, *bodies[0].output]:
+                assert value.type.tensor_type.elem_type in (FP32, TensorProto.BOOL, TensorProto.INT64)
 
 
 def _all_types(model):
@@ -327,3 +331,49 @@ def test_casts_in_a_body_do_not_make_its_control_flow_node_mixed():
     _, decisions, _, _ = planned(model, feeds_for(model), auto={"max_abs": None})
     assert decisions["branch/else_branch/authors_cast"].precision == "keep"
     assert decisions["branch"].precision == "fp16"
+
+
+def test_an_if_whose_branches_agree_outputs_their_type_and_saves_the_casts_around_it():
+    model = if_matmul()
+    _, _, document, mixed = planned(model, feeds_for(model), auto={"max_abs": None})
+    types = element_types(mixed)
+    assert types["y0"] == FP16 and types["h"] == FP16
+    then_casts = [n for n in body(mixed, "branch", "then_branch").node if n.op_type == "Cast"]
+    assert [c.input[0] for c in then_casts] == ["Wa"]  # only the outer FP32 weight
+    assert not [n for n in body(mixed, "branch", "else_branch").node if n.op_type == "Cast"]
+    assert [c.input[0] for c in mixed.graph.node if c.op_type == "Cast"] == ["x", "y/fp16"]  # graph I/O only
+    assert document["totals"]["casts_added"] == 3
+
+
+def test_an_if_whose_branches_disagree_keeps_its_declared_type():
+    model = if_matmul()
+    _, _, _, mixed = planned(model, feeds_for(model), auto={"max_abs": None},
+                             rules={"act": {"match": "exact", "pattern": "branch/then_branch/act", "precision": "fp32"}})
+    assert element_types(mixed)["y0"] == FP32
+    else_out = body(mixed, "branch", "else_branch").output[0]
+    assert else_out.type.tensor_type.elem_type == FP32
+
+
+def test_an_if_whose_branch_output_comes_from_a_nested_if_is_retyped_consistently():
+    """Like silero VAD: an If's branch returns a nested If's output; both levels agree on FP16."""
+    def graph(name, nodes, output):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(output, FP32, [2, 4])])
+    inner = helper.make_node("If", ["c2"], ["g"], name="inner",
+                             then_branch=graph("t2", [helper.make_node("Relu", ["h"], ["r1"], name="relu")], "r1"),
+                             else_branch=graph("e2", [helper.make_node("Neg", ["h"], ["r2"], name="neg")], "r2"))
+    outer = helper.make_node("If", ["c1"], ["o"], name="outer", then_branch=graph("t1", [inner], "g"),
+                             else_branch=graph("e1", [helper.make_node("Sigmoid", ["h"], ["s"], name="sig")], "s"))
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"), outer,
+             helper.make_node("Tanh", ["o"], ["y"], name="act")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", FP32, [2, 3]),
+                     helper.make_tensor_value_info("c1", TensorProto.BOOL, []),
+                     helper.make_tensor_value_info("c2", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FP32, [2, 4])],
+        [numpy_helper.from_array(np.ones((3, 4), np.float32), "W")]), opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.array([[1, -2, 3], [0.5, 0.25, -1]], np.float32), "c1": np.array(True), "c2": np.array(False)}
+    _, _, document, mixed = planned(model, feeds, auto={"max_abs": None})
+    types = _all_types(mixed)
+    assert types["o"] == FP16 and types["g"] == FP16
+    assert document["totals"]["casts_added"] == 2  # the graph input and the graph output only
+    assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=1e-3)

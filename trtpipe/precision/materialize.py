@@ -41,6 +41,7 @@ from trtpipe.precision.graph_index import (
     outer_names_read,
     topologically_sorted,
 )
+from trtpipe.precision.if_outputs import retype_if_outputs
 from trtpipe.precision.node_types import decide_node_types
 from trtpipe.precision.type_rules import opset_versions
 from trtpipe.precision.weight_copies import StoredWeights, store_weights
@@ -78,6 +79,8 @@ def materialize(
     _materialize_graph(graph, node_precision, types, opsets, UniqueNames(in_use), report,
                        keep_io_types=keep_io_types)
     report["casts_added"] = {"count": len(report["casts_added"]), "casts": report["casts_added"]}
+    for entry in report["if_outputs_retyped"]:
+        entry["type"] = short_name(entry["type"])
     report["nodes_named"] = named
     return infer_shapes(working), report
 
@@ -85,7 +88,7 @@ def materialize(
 def _empty_report() -> dict:
     lists = ("casts_added", "initializers_converted", "constants_converted", "saturated", "kept_fp32_inputs",
              "casts_reused", "casts_looked_through", "weight_chain_nodes", "precision_not_applied",
-             "untyped_tensors")
+             "untyped_tensors", "if_outputs_retyped")
     return {key: [] for key in lists}
 
 
@@ -97,8 +100,8 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
     - A body keeps the types of its inputs and outputs as authored (`keep_io_types`
       within it): If branches must agree with each other and with the If's declared
       outputs, and a Loop/Scan carried state keeps one type across iterations; a body
-      output computed in another precision is cast back inside the body. The
-      control-flow node itself keeps its authored types.
+      output computed in another precision is cast back inside the body, except
+      that an If whose branches agree outputs that type itself (if_outputs.py).
     - A body node reading an outer-scope tensor reads it in any type the enclosing
       scope already holds it in (e.g. the FP16 that scope computes), else through a
       Cast at the start of the body. An outer-scope weight is stored as its outer
@@ -114,6 +117,7 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
     decided = [
         decide_node_types(node, precision, types, opsets) for node, precision in zip(graph.node, precisions)
     ]
+    report["if_outputs_retyped"] += retype_if_outputs(graph, decided, node_precision, types, opsets)
     weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names)
     stored = store_weights(graph, index, weights, names)
     available = available_by_type(graph, decided, weights.available)
