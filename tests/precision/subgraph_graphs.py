@@ -125,8 +125,10 @@ def feeds_for(model: onnx.ModelProto, seed=0, sizes=None) -> dict[str, np.ndarra
     return feeds
 
 
-def if_inside_loop(width=4, trips=3) -> onnx.ModelProto:
-    """A Loop whose body holds an If (nested bodies), with a LayerNormalization in one branch."""
+def if_inside_loop(width=4, trips=3, alternate=False) -> onnx.ModelProto:
+    """A Loop whose body holds an If (nested bodies), with a LayerNormalization in one branch.
+
+    `alternate`: the If takes the then-branch on even iterations, the else-branch on odd ones."""
     then_branch = helper.make_graph(
         [helper.make_node("MatMul", ["h_in", "W"], ["p"], name="mm"),
          helper.make_node("LayerNormalization", ["p", "gamma", "beta"], ["q"], name="norm", axis=-1)],
@@ -134,8 +136,11 @@ def if_inside_loop(width=4, trips=3) -> onnx.ModelProto:
     else_branch = helper.make_graph(
         [helper.make_node("Neg", ["h_in"], ["r"], name="neg")],
         "else", [], [helper.make_tensor_value_info("r", F, [1, width])])
+    parity = [helper.make_node("Mod", ["i", "two"], ["odd_i"], name="parity"),
+              helper.make_node("Equal", ["odd_i", "zero"], ["even"], name="is_even")] if alternate else []
     body = helper.make_graph(
-        [helper.make_node("If", ["flag"], ["g"], name="choose", then_branch=then_branch, else_branch=else_branch),
+        parity + [helper.make_node("If", ["even" if alternate else "flag"], ["g"], name="choose",
+                                   then_branch=then_branch, else_branch=else_branch),
          helper.make_node("Tanh", ["g"], ["h_out"], name="act"),
          helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
         "loop_body",
@@ -147,7 +152,8 @@ def if_inside_loop(width=4, trips=3) -> onnx.ModelProto:
     nodes = [helper.make_node("Loop", ["M", "true", "h0"], ["h_final"], name="steps", body=body)]
     inits = [numpy_helper.from_array(np.array(trips, np.int64), "M"), numpy_helper.from_array(np.array(True), "true"),
              _w("W", [width, width], 0.6), numpy_helper.from_array(np.ones(width, np.float32), "gamma"),
-             numpy_helper.from_array(np.zeros(width, np.float32), "beta")]
+             numpy_helper.from_array(np.zeros(width, np.float32), "beta"),
+             numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.array(0, np.int64), "zero")]
     return _model(nodes, [helper.make_tensor_value_info("h0", F, [1, width]),
                           helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
                   [helper.make_tensor_value_info("h_final", F, [1, width])], inits)

@@ -377,3 +377,15 @@ def test_an_if_whose_branch_output_comes_from_a_nested_if_is_retyped_consistentl
     assert types["o"] == FP16 and types["g"] == FP16
     assert document["totals"]["casts_added"] == 2  # the graph input and the graph output only
     assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=1e-3)
+
+
+def test_an_if_taking_both_branches_inside_a_loop_leaves_only_its_branches_unmeasured(caplog):
+    model = if_inside_loop(alternate=True)
+    feeds = feeds_for(model)
+    with caplog.at_level("WARNING"):
+        net, decisions, _, mixed = planned(model, feeds)
+    assert "If branches inside Loop/Scan bodies could not be measured" in caplog.text
+    assert "bodies of If/Loop/Scan" not in caplog.text
+    assert decisions["steps/body/act"].observed_max_abs > 0  # the Loop body itself is still measured
+    assert decisions["steps/body/choose/then_branch/mm"].observed_max_abs is None
+    assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], atol=5e-3)

@@ -11,9 +11,10 @@ Decisions:
   a Loop/Scan body tensor counts over all iterations. A body node the sample
   data never reaches (an If branch not taken) has no measured range: it keeps
   `precision.default`, and the log names it. If the carrying copy cannot run
-  (per-iteration shapes that cannot be stacked: a growing carried state, an If
-  inside a Loop taking both branches), the main graph alone is measured and a
-  warning says the bodies were not.
+  (per-iteration shapes that cannot be stacked: an If inside a Loop taking
+  both branches, a growing carried state), it is tried without the If branches
+  inside Loop/Scan bodies, then the main graph alone is measured; a warning
+  says what was not.
 - The same run records the shapes every tensor actually has, per iteration,
   and how often its producer ran (`Network.run_shapes`/`run_counts`), for the
   FLOP share (flop_shapes.py).
@@ -63,18 +64,25 @@ def reference_values(net: Network, feeds_list: list[dict[str, np.ndarray]]):
     (`net.run_levels[tensor]` of them)."""
     from trtpipe.numerics.reference import ReferenceRunner
 
-    carried = {}
-    runner = None
-    if net.parent:
-        copy, carried = carrying_body_values(net.model, net.tensor_types)
+    carried, runner, first = {}, None, {}
+    attempts = [True, False] if net.parent else []
+    for ifs_in_repeats in attempts:
+        tried = set(carried)
+        copy, carried = carrying_body_values(net.model, net.tensor_types, ifs_in_repeats=ifs_in_repeats)
+        if not ifs_in_repeats and set(carried) == tried:
+            carried = {}
+            break  # no If inside a Loop/Scan: the same copy would fail again
         try:
             runner = ReferenceRunner(copy, expose_intermediates=True)
             first = runner.run(feeds_list[0]) if feeds_list else {}
-        except Exception as error:  # noqa: BLE001 - any failure (UserError included): main graph only
-            log.warning("activation range: the bodies of If/Loop/Scan nodes could not be measured (%s); "
-                        "their nodes keep precision.default", str(error).splitlines()[0][:200])
-            runner, carried = None, {}
+            break
+        except Exception as error:  # noqa: BLE001 - any failure (UserError included): measure less
+            what = "If branches inside Loop/Scan bodies" if ifs_in_repeats else "bodies of If/Loop/Scan nodes"
+            log.warning("activation range: the %s could not be measured (%s); their nodes keep precision.default",
+                        what, str(error).splitlines()[0][:200])
+            runner = None
     if runner is None:
+        carried = {}
         runner = ReferenceRunner(net.model, expose_intermediates=True)
         first = runner.run(feeds_list[0]) if feeds_list else {}
     net.run_levels = {value.tensor: value.levels for value in carried.values()}

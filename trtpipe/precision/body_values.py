@@ -20,10 +20,11 @@ Decisions:
   the model the user gets is never changed.
 - A body tensor without an inferred float type is not carried (its range stays
   unknown, as for any untyped tensor).
-- If the copy cannot be built or run (e.g. a Loop whose per-iteration shapes
-  vary cannot stack them), the caller falls back to the main graph only and
-  says so; the bodies' ranges are then unknown and their nodes keep
-  `precision.default` (see auto_range.py).
+- If the copy cannot run (per-iteration shapes a scan output cannot stack),
+  the caller tries again without the branches of Ifs inside Loop/Scan bodies
+  (an If taking both branches over the iterations is the common cause), then
+  with the main graph only, and says so; the ranges left out are unknown and
+  their nodes keep `precision.default` (see auto_range.py).
 """
 
 from __future__ import annotations
@@ -47,12 +48,17 @@ class Carried:
     levels: int  # how many Loop/Scan stackings lead the value seen outside
 
 
-def carrying_body_values(model: onnx.ModelProto, types: dict[str, int]) -> tuple[onnx.ModelProto, dict[str, Carried]]:
-    """A copy of `model` whose main graph outputs each body tensor's values; main-graph name -> Carried."""
+def carrying_body_values(model: onnx.ModelProto, types: dict[str, int], *, ifs_in_repeats: bool = True
+                         ) -> tuple[onnx.ModelProto, dict[str, Carried]]:
+    """A copy of `model` whose main graph outputs each body tensor's values; main-graph name -> Carried.
+
+    `ifs_in_repeats=False` leaves out the branches of Ifs inside a Loop/Scan body: when
+    an If takes both branches over the iterations, each branch's carried value is empty
+    in some iterations and full in others, which a scan output cannot stack."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     taken = {name for graph in all_graphs(copy.graph) for name in _names(graph)}
-    carried = _carry_out_of_bodies(copy.graph, types, taken)
+    carried = _carry_out_of_bodies(copy.graph, types, taken, skip_ifs=not ifs_in_repeats, in_repeat=False)
     for name in carried:
         copy.graph.output.append(onnx.ValueInfoProto(name=name))
     return copy, carried
@@ -65,14 +71,16 @@ def _names(graph: onnx.GraphProto):
     yield from (node.name for node in graph.node)
 
 
-def _carry_out_of_bodies(graph: onnx.GraphProto, types: dict[str, int], taken: set[str]) -> dict[str, Carried]:
+def _carry_out_of_bodies(graph: onnx.GraphProto, types: dict[str, int], taken: set[str], *, skip_ifs: bool,
+                         in_repeat: bool) -> dict[str, Carried]:
     """Name in `graph` -> the body tensor it carries, for every control-flow node of `graph`."""
     found: dict[str, Carried] = {}
     for node in list(graph.node):
         bodies = list(node_subgraphs(node))
-        if node.op_type not in ("If", "Loop", "Scan") or not bodies:
+        if node.op_type not in ("If", "Loop", "Scan") or not bodies or (skip_ifs and in_repeat and node.op_type == "If"):
             continue
-        per_body = [_values_of(body, types, taken) for _, body in bodies]
+        repeat = in_repeat or node.op_type in ("Loop", "Scan")
+        per_body = [_values_of(body, types, taken, skip_ifs, repeat) for _, body in bodies]
         if node.op_type == "If" and len(per_body) == 2:
             everything = per_body[0] + per_body[1]
             for position, (_, body) in enumerate(bodies):
@@ -96,7 +104,8 @@ def _carry_out_of_bodies(graph: onnx.GraphProto, types: dict[str, int], taken: s
     return found
 
 
-def _values_of(body: onnx.GraphProto, types: dict[str, int], taken: set[str]) -> list[tuple[str, Carried]]:
+def _values_of(body: onnx.GraphProto, types: dict[str, int], taken: set[str], skip_ifs: bool,
+               in_repeat: bool) -> list[tuple[str, Carried]]:
     """(name in `body`, Carried) for the body's own float node outputs and what its nested bodies carry."""
     own = [
         (name, Carried(name, 0))
@@ -104,7 +113,7 @@ def _values_of(body: onnx.GraphProto, types: dict[str, int], taken: set[str]) ->
         for name in node.output
         if name and types.get(name) in _FLOAT
     ]
-    nested = _carry_out_of_bodies(body, types, taken)
+    nested = _carry_out_of_bodies(body, types, taken, skip_ifs=skip_ifs, in_repeat=in_repeat)
     return own + list(nested.items())
 
 
