@@ -93,8 +93,9 @@ def feeds_for_shapes(model: onnx.ModelProto, config) -> dict[str, np.ndarray] | 
         return None
     try:
         feeds = sample_feeds(model, {**config["data"], "iterations": 1})
-    except UserError as error:
-        log.info("FLOP share: no sample shapes (%s); the model's static shapes are used", error)
+    except Exception as error:  # noqa: BLE001 - UserError or not: the figure falls back, the stage goes on
+        kind = "" if isinstance(error, UserError) else f"{type(error).__name__}: "
+        log.info("FLOP share: no sample shapes (%s%s); the model's static shapes are used", kind, error)
         return None
     return feeds[0] if feeds else None
 
