@@ -41,6 +41,7 @@ from trtpipe.precision.graph_index import (
     outer_names_read,
     topologically_sorted,
 )
+from trtpipe.precision.body_demands import body_demands
 from trtpipe.precision.if_outputs import retype_if_outputs
 from trtpipe.precision.node_types import decide_node_types
 from trtpipe.precision.type_rules import opset_versions
@@ -104,9 +105,9 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
       that an If whose branches agree outputs that type itself (if_outputs.py).
     - A body node reading an outer-scope tensor reads it in any type the enclosing
       scope already holds it in (e.g. the FP16 that scope computes), else through a
-      Cast at the start of the body. An outer-scope weight is stored as its outer
-      consumers need it; a body needing another type casts it (TensorRT folds the
-      Cast of a constant at build time).
+      Cast at the start of the body. An outer-scope weight is stored in the types its
+      readers need, body readers included (body_demands.py), so no Cast runs on it
+      inside a Loop body on every iteration.
     """
     is_main = outer is None
     if not is_topologically_sorted(list(graph.node)):
@@ -118,7 +119,8 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
         decide_node_types(node, precision, types, opsets) for node, precision in zip(graph.node, precisions)
     ]
     report["if_outputs_retyped"] += retype_if_outputs(graph, decided, node_precision, types, opsets)
-    weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names)
+    body_needs = body_demands(graph, node_precision, types, opsets) if index.implicit else None
+    weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names, body_needs)
     stored = store_weights(graph, index, weights, names)
     available = available_by_type(graph, decided, weights.available)
     if not is_main:  # outer-scope tensors read here: available as the enclosing scope holds them
