@@ -3,9 +3,10 @@
 A control-flow node computes nothing itself: its bodies do. Labelling an If
 `fp16` while its branches stay FP32 (or the reverse) would misreport exactly
 the compute users look at. Decisions:
-- a control-flow node starts as `keep` (the materialiser keeps its own inputs
-  and outputs as authored: body outputs are cast back to the declared types,
-  so both If branches and every Loop iteration agree, see materialize.py);
+- a control-flow node starts as `keep`: the materialiser keeps a Loop/Scan's
+  own inputs and outputs as authored (a carried state keeps one type across
+  iterations) and gives an If's outputs the type its branches agree on
+  (materialize.py, if_outputs.py);
 - once every body node is decided, it takes the body's precision when all its
   float-computing body nodes (nested bodies included) agree, `mixed` when they
   do not, and `none` when its body computes no float; the reason counts them.
@@ -30,12 +31,11 @@ def control_flow_initial() -> Decision:
 
 
 def derive_control_flow(net: Network, decisions: dict[str, Decision]) -> None:
-    """Set every control-flow node's decision from its bodies' decisions, in place ."""
+    """Set every control-flow node's decision from its bodies' decisions, in place."""
     for name in net.names:
         if not net.is_control_flow(name):
             continue
-        body = [n for n in net.body_descendants(name) if not net.is_control_flow(n)]
-        counts = Counter(_computes_in(decisions[n]) for n in body if _computes_in(decisions[n]))
+        counts = Counter(_computes_in(decisions[n]) for n in _body_nodes(net, name) if _computes_in(decisions[n]))
         if not counts:
             decisions[name] = Decision("none", f"{net.op_type(name)}: its body computes no float", "structure")
             continue
@@ -48,3 +48,14 @@ def _computes_in(decision: Decision) -> str | None:
     if decision.precision in PLANNED:
         return decision.precision
     return "keep" if decision.source == "authored" else None
+
+
+def _body_nodes(net: Network, name: str):
+    """Every node inside the bodies of `name`, nested bodies included (their control nodes excluded)."""
+    stack = list(net.bodies.get(name, ()))
+    while stack:
+        inner = stack.pop()
+        if net.is_control_flow(inner):
+            stack.extend(net.bodies[inner])
+        else:
+            yield inner

@@ -1,4 +1,5 @@
-"""Who produces and who consumes each tensor of the main graph, built once per materialisation.
+"""Who produces and who consumes each tensor of one graph (the main graph or a body), built once
+per graph and materialisation.
 
 Decisions:
 - Every lookup the materialiser makes goes through these dictionaries, built in

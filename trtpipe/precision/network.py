@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
-from trtpipe.graph.scopes import CONTROL_FLOW_OPS, name_all_nodes, scoped_nodes
+from trtpipe.graph.scopes import CONTROL_FLOW_OPS, name_all_nodes, rename_sibling_collisions, scoped_nodes
 from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.graph.value_info import inferred_copy
 
@@ -128,7 +128,5 @@ def name_nodes_as_parser_does(model: onnx.ModelProto) -> int:
     (graph/scopes.py), and body-local tensor names that sibling scopes share are made
     unique first, so every tensor name means one tensor.
     """
-    from trtpipe.graph.scopes import rename_sibling_collisions
-
     rename_sibling_collisions(model.graph)
     return name_all_nodes(model)
