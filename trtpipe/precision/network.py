@@ -68,7 +68,9 @@ class Network:
 
     def body_descendants(self, name: str) -> list[str]:
         """Every node inside the bodies of `name`, nested bodies included, in network order."""
-        found, stack = [], list(self.bodies.get(name, ()))
+        if name not in self.bodies:
+            return []  # most nodes: no per-call cost beyond this lookup
+        found, stack = [], list(self.bodies[name])
         while stack:
             inner = stack.pop()
             found.append(inner)
