@@ -56,7 +56,11 @@ def stacked_blocks(blocks: int, width=8) -> onnx.ModelProto:
 
 
 def plan(model: onnx.ModelProto, precision: str, **overrides: str) -> dict[str, str]:
+    """Every node, bodies included (by their qualified names), in `precision`, except `overrides`."""
+    from trtpipe.graph.scopes import scoped_nodes
+
     result = {node.name: precision for node in model.graph.node}
+    result.update({s.name: precision for s in scoped_nodes(model.graph) if s.parent is not None})
     result.update(overrides)
     return result
 

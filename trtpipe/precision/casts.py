@@ -28,8 +28,8 @@ from onnx import helper
 
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.precision.element_types import LOW_PRECISION, RETYPABLE, is_lossless, short_name
-from trtpipe.precision.graph_index import GraphIndex, UniqueNames, rename_outer_reads
-from trtpipe.precision.node_types import NodeTypes, Requirement, exactly
+from trtpipe.precision.graph_index import GraphIndex, UniqueNames
+from trtpipe.precision.node_types import NodeTypes, Requirement
 
 BEFORE_ALL_NODES = -1
 
@@ -82,13 +82,25 @@ class BoundaryCasts:
                 if position in self._cast_source and slot == 0:
                     self._cast_reads[position] = (name, elem_type)
                 self._note_kept_input(position, slot, tensor, requirement, elem_type)
-            for position in self.index.implicit.get(tensor, ()):
-                node = self.graph.node[position]
-                needed = exactly(self.types[tensor])
-                name, _ = self._serve(tensor, needed, f"subgraph of {node.name}", position)
-                if name != tensor:
-                    rename_outer_reads(node, tensor, name)
+        # Reads inside bodies (index.implicit) are served by the bodies themselves, from what
+        # this scope holds (materialize.py), so one Cast here serves no body that needs none.
         return self.placed
+
+    def outputs_in_declared_types(self) -> None:
+        """A body output this body does not produce (an outer-scope tensor, a body input) is
+        output under the name that holds its declared type, cast at the end of the body if none does."""
+        for output in self.graph.output:
+            tensor = output.name
+            if tensor in self.index.producer or tensor not in self.available:
+                continue
+            declared = self.types[tensor]
+            if declared not in self.available[tensor]:
+                produced, source = next(iter(self.available[tensor].items()))
+                name = self.names.claim(f"{tensor}/cast_to_{short_name(declared)}")
+                self._new_cast(tensor, source, produced, declared, output=name, after=len(self.graph.node) - 1)
+                self.available[tensor][declared] = name
+                self._entry_of_cast_output[name]["consumers"].append(f"body output {tensor}")
+            output.name = self.available[tensor][declared]
 
     def _type_graph_outputs(self, keep_io_types: bool) -> None:
         for output in self.graph.output:

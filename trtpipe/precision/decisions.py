@@ -15,7 +15,8 @@ FP16_MIN_SUBNORMAL = 2.0**-24
 
 # How a plan precision is handed to the materialiser: `none` (no float output) and
 # `keep` (authored) both mean "leave the node's types as they are".
-MATERIALIZE_AS = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "keep": "keep", "none": "keep"}
+# `mixed`: a control-flow node whose body mixes precisions (control_flow.py); its own types stay.
+MATERIALIZE_AS = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "keep": "keep", "none": "keep", "mixed": "keep"}
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Who produces and who consumes each tensor of the main graph, built once per materialisation.
+"""Who produces and who consumes each tensor of one graph (the main graph or a body), built once
+per graph and materialisation.
 
 Decisions:
 - Every lookup the materialiser makes goes through these dictionaries, built in
@@ -78,6 +79,13 @@ def outer_names_read_by_subgraphs(node: onnx.NodeProto) -> list[str]:
     found: dict[str, None] = {}
     for graph in _subgraphs(node):
         _collect_outer_names(graph, set(), found)
+    return list(found)
+
+
+def outer_names_read(graph: onnx.GraphProto) -> list[str]:
+    """Names `graph` (a body) and its nested bodies read from enclosing scopes, in first-use order."""
+    found: dict[str, None] = {}
+    _collect_outer_names(graph, set(), found)
     return list(found)
 
 

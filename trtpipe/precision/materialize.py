@@ -13,8 +13,9 @@ layer precisions. The steps, each in its own module:
 
 Decisions:
 - The input model is never modified; all edits happen on a copy.
-- The plan must name every node (unnamed nodes are named first, as TensorRT's
-  parser names them, see `name_unnamed_nodes`) and nothing else: a missing or
+- The plan must name every node, bodies included (unnamed nodes are named first,
+  as TensorRT's parser names them, see `name_unnamed_nodes`; body nodes by their
+  qualified name, graph/scopes.py) and nothing else: a missing or
   unknown name is an error, because a precision silently not applied is the
   failure this product exists to prevent.
 - bf16 needs opset 13 or later (the first Cast and most ops that accept it).
@@ -27,6 +28,8 @@ from __future__ import annotations
 import onnx
 
 from trtpipe.errors import UserError
+from trtpipe.graph.scopes import node_subgraphs, rename_sibling_collisions, scoped_nodes
+from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.graph.value_info import infer_shapes, inferred_copy
 from trtpipe.precision.casts import BoundaryCasts, available_by_type
 from trtpipe.precision.element_types import RETYPABLE, VALID_PRECISIONS, short_name
@@ -35,8 +38,11 @@ from trtpipe.precision.graph_index import (
     index_graph,
     is_topologically_sorted,
     name_unnamed_nodes,
+    outer_names_read,
     topologically_sorted,
 )
+from trtpipe.precision.body_demands import body_demands
+from trtpipe.precision.if_outputs import retype_if_outputs
 from trtpipe.precision.node_types import decide_node_types
 from trtpipe.precision.type_rules import opset_versions
 from trtpipe.precision.weight_copies import StoredWeights, store_weights
@@ -62,76 +68,148 @@ def materialize(
     working = onnx.ModelProto()
     working.CopyFrom(model)
     graph = working.graph
-    named = name_unnamed_nodes(working)
-    del graph.value_info[:]
+    rename_sibling_collisions(graph)
+    named = name_unnamed_nodes(working) + _name_body_nodes(graph)
+    for scope in all_graphs(graph):
+        del scope.value_info[:]
     opsets = opset_versions(working)
     _check_plan(graph, node_precision, opsets)
     types = authored_element_types(working)
+    in_use = {name for scope in all_graphs(graph) for name in _names_in(scope)}
+    report = _empty_report()
+    _materialize_graph(graph, node_precision, types, opsets, UniqueNames(in_use), report,
+                       keep_io_types=keep_io_types)
+    report["casts_added"] = {"count": len(report["casts_added"]), "casts": report["casts_added"]}
+    for entry in report["if_outputs_retyped"]:
+        entry["type"] = short_name(entry["type"])
+    report["nodes_named"] = named
+    return infer_shapes(working), report
+
+
+def _empty_report() -> dict:
+    lists = ("casts_added", "initializers_converted", "constants_converted", "saturated", "kept_fp32_inputs",
+             "casts_reused", "casts_looked_through", "weight_chain_nodes", "precision_not_applied",
+             "untyped_tensors", "if_outputs_retyped")
+    return {key: [] for key in lists}
+
+
+def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames, report: dict, *,
+                       keep_io_types: bool, outer: dict[str, dict[int, str]] | None = None) -> None:
+    """Apply the plan to `graph`, then to its bodies (`outer`: what the enclosing scopes hold, by type).
+
+    Decisions (bodies):
+    - A body keeps the types of its inputs and outputs as authored (`keep_io_types`
+      within it): If branches must agree with each other and with the If's declared
+      outputs, and a Loop/Scan carried state keeps one type across iterations; a body
+      output computed in another precision is cast back inside the body, except
+      that an If whose branches agree outputs that type itself (if_outputs.py).
+    - A body node reading an outer-scope tensor reads it in any type the enclosing
+      scope already holds it in (e.g. the FP16 that scope computes), else through a
+      Cast at the start of the body. An outer-scope weight is stored in the types its
+      readers need, body readers included (body_demands.py), so no Cast runs on it
+      inside a Loop body on every iteration.
+    """
+    is_main = outer is None
     if not is_topologically_sorted(list(graph.node)):
         _replace_nodes(graph, topologically_sorted(list(graph.node)))
-
     index = index_graph(graph)
     node_names = [node.name for node in graph.node]
     precisions = [node_precision[name] for name in node_names]
     decided = [
         decide_node_types(node, precision, types, opsets) for node, precision in zip(graph.node, precisions)
     ]
-    names = UniqueNames(index.names_in_use)
-    weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names)
+    report["if_outputs_retyped"] += retype_if_outputs(graph, decided, node_precision, types, opsets)
+    body_needs = body_demands(graph, node_precision, types, opsets) if index.implicit else None
+    weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names, body_needs)
     stored = store_weights(graph, index, weights, names)
     available = available_by_type(graph, decided, weights.available)
-    placed = BoundaryCasts(graph, index, decided, available, types, names).place(keep_io_types)
+    if not is_main:  # outer-scope tensors read here: available as the enclosing scope holds them
+        for name in outer_names_read(graph):
+            if name in outer:
+                available.setdefault(name, dict(outer[name]))
+    boundary = BoundaryCasts(graph, index, decided, available, types, names)
+    placed = boundary.place(keep_io_types)
+    if not is_main:
+        boundary.outputs_in_declared_types()
 
     input_types = {
         name: next(iter(weights.available[name])) for name in index.graph_inputs if name in weights.available
     }
     _reassemble(graph, stored, placed.after, input_types, placed.output_types)
-    report = {
-        "casts_added": {"count": len(placed.casts_added), "casts": placed.casts_added},
-        "initializers_converted": stored.initializers_converted,
-        "constants_converted": stored.constants_converted,
-        "saturated": stored.saturated,
-        "kept_fp32_inputs": placed.kept_fp32_inputs,
-        "casts_reused": placed.casts_reused,
-        "casts_looked_through": placed.casts_looked_through,
-        # Data-movement nodes on weights: typed like the node that uses the weight (weight_types.py).
-        "weight_chain_nodes": [
-            {"node": node_names[position], "type": short_name(decided[position].outputs[0])}
-            for position in weights.chain_nodes
-        ],
-        "precision_not_applied": [
-            {"node": node_names[position], "reason": reason}
-            for position, node_types in enumerate(decided)
-            for reason in node_types.not_applied
-        ],
-        # Node outputs shape inference could not type (custom ops): left exactly as they are.
-        "untyped_tensors": [name for name in index.producer if name not in types],
-        "nodes_named": named,
-        "graph_io": {
+    report["casts_added"] += placed.casts_added
+    report["initializers_converted"] += stored.initializers_converted
+    report["constants_converted"] += stored.constants_converted
+    report["saturated"] += stored.saturated
+    report["kept_fp32_inputs"] += placed.kept_fp32_inputs
+    report["casts_reused"] += placed.casts_reused
+    report["casts_looked_through"] += placed.casts_looked_through
+    # Data-movement nodes on weights: typed like the node that uses the weight (weight_types.py).
+    report["weight_chain_nodes"] += [
+        {"node": node_names[position], "type": short_name(decided[position].outputs[0])}
+        for position in weights.chain_nodes
+    ]
+    report["precision_not_applied"] += [
+        {"node": node_names[position], "reason": reason}
+        for position, node_types in enumerate(decided)
+        for reason in node_types.not_applied
+    ]
+    # Node outputs shape inference could not type (custom ops): left exactly as they are.
+    report["untyped_tensors"] += [name for name in index.producer if name not in types]
+    if is_main:
+        report["graph_io"] = {
             "keep_io_types": keep_io_types,
             "inputs": {name: short_name(t) for name, t in input_types.items()},
             "outputs": {name: short_name(t) for name, t in placed.output_types.items()},
-        },
-    }
-    return infer_shapes(working), report
+        }
+    visible = {**(outer or {}), **available}
+    has_bodies = False
+    for node in graph.node:
+        for _, body in node_subgraphs(node):
+            has_bodies = True
+            _materialize_graph(body, node_precision, types, opsets, names, report, keep_io_types=True, outer=visible)
+    # A body may now read an author's Cast this graph placed after its control-flow node.
+    if has_bodies and not is_topologically_sorted(list(graph.node)):
+        _replace_nodes(graph, topologically_sorted(list(graph.node)))
+
+
+def _name_body_nodes(graph: onnx.GraphProto) -> list[str]:
+    """Write every body node's qualified name (graph/scopes.py); returns the names that changed."""
+    named = []
+    for scoped in scoped_nodes(graph):
+        if scoped.parent is not None and scoped.node.name != scoped.name:
+            scoped.node.name = scoped.name
+            named.append(scoped.name)
+    return named
+
+
+def _names_in(graph: onnx.GraphProto):
+    yield from (value.name for value in [*graph.input, *graph.output])
+    yield from (tensor.name for tensor in graph.initializer)
+    for node in graph.node:
+        yield node.name
+        yield from (name for name in node.output if name)
 
 
 def authored_element_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element type of every typed tensor of the main graph, as the model is written."""
+    """Element type of every typed tensor, bodies included, as the model is written.
+
+    One flat mapping: tensor names are unique across scopes (`rename_sibling_collisions`)."""
     inferred = inferred_copy(model)
-    graph = inferred.graph
     types = {}
-    for value in [*graph.input, *graph.value_info, *graph.output]:
-        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
-            types[value.name] = value.type.tensor_type.elem_type
-    for tensor in graph.initializer:
-        types[tensor.name] = tensor.data_type
+    for graph in all_graphs(inferred.graph):
+        for value in [*graph.input, *graph.value_info, *graph.output]:
+            if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+                types[value.name] = value.type.tensor_type.elem_type
+    for graph in all_graphs(model.graph):
+        for tensor in graph.initializer:
+            types[tensor.name] = tensor.data_type
     return types
 
 
 def _check_plan(graph: onnx.GraphProto, node_precision: dict[str, str], opsets: dict[str, int]) -> None:
-    node_names = {node.name for node in graph.node}
-    missing = [node.name for node in graph.node if node.name not in node_precision]
+    every_node = [node for scope in all_graphs(graph) for node in scope.node]
+    node_names = {node.name for node in every_node}
+    missing = [node.name for node in every_node if node.name not in node_precision]
     if missing:
         raise UserError(
             f"the precision plan has no precision for {len(missing)} node(s): {_some(missing)}",

@@ -5,6 +5,15 @@ Decision: TensorRT's ONNX parser names each layer after its ONNX node, or
 node in their metadata), so precision rules are resolved against exactly these
 names. Producer and consumer indexes are built once, so every later pass is
 linear in the number of nodes.
+
+Decision: nodes inside If/Loop/Scan bodies are nodes of the network like any
+other (graph/scopes.py names them `<control node>/<attribute>/<node>` and
+orders them right before their control-flow node). Tensors keep their ONNX
+names (unique across scopes once `rename_sibling_collisions` ran), so
+`consumers` lists a body node under the outer-scope tensor it reads (an
+implicit input of its control-flow node) and `producer`, `tensor_types` and
+`tensor_shapes` cover body tensors too. `parent` and `bodies` say where a
+node lives.
 """
 
 from __future__ import annotations
@@ -14,7 +23,8 @@ from dataclasses import dataclass, field
 import onnx
 
 from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
-from trtpipe.graph.parser_names import layer_name, unique_name
+from trtpipe.graph.scopes import CONTROL_FLOW_OPS, name_all_nodes, rename_sibling_collisions, scoped_nodes
+from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.graph.value_info import inferred_copy
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -31,6 +41,14 @@ class Network:
     tensor_shapes: dict[str, list[int | None]] = field(default_factory=dict)  # None for unknown dims
     constants: dict[str, onnx.TensorProto] = field(default_factory=dict)  # initializers and Constant outputs
     absorbed_by: dict[str, str] = field(default_factory=dict)  # absorbed node name -> fused node name
+    parent: dict[str, str] = field(default_factory=dict)  # body node -> the control-flow node holding it
+    bodies: dict[str, list[str]] = field(default_factory=dict)  # control-flow node -> its body nodes (direct)
+    repeat_depth: dict[str, int] = field(default_factory=dict)  # body node -> enclosing Loop/Scan bodies
+    # Shapes the sample data actually gives (flop_shapes.py): tensor -> per-iteration shape,
+    # and how many times the node producing it ran (Loop/Scan trips; 0: an If branch not taken).
+    run_shapes: dict[str, list[int]] = field(default_factory=dict)
+    run_counts: dict[str, int] = field(default_factory=dict)
+    run_levels: dict[str, int] = field(default_factory=dict)  # body tensor -> leading iteration axes in a run
 
     def op_type(self, name: str) -> str:
         return self.nodes[name].op_type
@@ -45,27 +63,48 @@ class Network:
         """A node whose precision matters: it produces a float tensor (Casts excluded)."""
         return self.op_type(name) != "Cast" and bool(self.float_outputs(name))
 
+    def is_control_flow(self, name: str) -> bool:
+        return self.op_type(name) in CONTROL_FLOW_OPS and name in self.bodies
+
+    def body_descendants(self, name: str) -> list[str]:
+        """Every node inside the bodies of `name`, nested bodies included, in network order."""
+        if name not in self.bodies:
+            return []  # most nodes: no per-call cost beyond this lookup
+        found, stack = [], list(self.bodies[name])
+        while stack:
+            inner = stack.pop()
+            found.append(inner)
+            stack.extend(self.bodies.get(inner, ()))
+        order = {n: i for i, n in enumerate(self.names)}
+        return sorted(found, key=order.__getitem__)
+
 
 def network_from_model(model: onnx.ModelProto) -> Network:
     """Index a model whose types are inferred (the sanitize stage guarantees it)."""
     inferred = inferred_copy(model)
     net = Network(model=model)
-    graph = inferred.graph
-    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
-        if value.type.HasField("tensor_type"):
-            net.tensor_types[value.name] = value.type.tensor_type.elem_type
-            if value.type.tensor_type.HasField("shape"):
-                net.tensor_shapes[value.name] = [
-                    d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim
-                ]
-    for tensor in model.graph.initializer:
-        net.tensor_types[tensor.name] = tensor.data_type
-        net.constants[tensor.name] = tensor
-        net.tensor_shapes[tensor.name] = list(tensor.dims)
-    for node in model.graph.node:
-        name = unique_name(layer_name(node), net.nodes)
+    for graph in all_graphs(inferred.graph):
+        for value in list(graph.input) + list(graph.output) + list(graph.value_info):
+            if value.type.HasField("tensor_type"):
+                net.tensor_types[value.name] = value.type.tensor_type.elem_type
+                if value.type.tensor_type.HasField("shape"):
+                    net.tensor_shapes[value.name] = [
+                        d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                        for d in value.type.tensor_type.shape.dim
+                    ]
+    for graph in all_graphs(model.graph):
+        for tensor in graph.initializer:
+            net.tensor_types[tensor.name] = tensor.data_type
+            net.constants[tensor.name] = tensor
+            net.tensor_shapes[tensor.name] = list(tensor.dims)
+    for scoped in scoped_nodes(model.graph):
+        name, node = scoped.name, scoped.node
         net.names.append(name)
         net.nodes[name] = node
+        if scoped.parent is not None:
+            net.parent[name] = scoped.parent
+            net.bodies.setdefault(scoped.parent, []).append(name)
+            net.repeat_depth[name] = scoped.repeat_depth
         for tensor in node.output:
             if tensor:
                 net.producer[tensor] = name
@@ -83,20 +122,13 @@ def network_from_model(model: onnx.ModelProto) -> Network:
     return net
 
 
-
-
 def name_nodes_as_parser_does(model: onnx.ModelProto) -> int:
     """Give every node the unique name TensorRT's parser would use; returns how many changed.
 
     Decision: written into the model so that the engine's layer names, the plan and
-    the rules all use one set of names.
+    the rules all use one set of names. Body nodes get their qualified name
+    (graph/scopes.py), and body-local tensor names that sibling scopes share are made
+    unique first, so every tensor name means one tensor.
     """
-    taken: dict[str, None] = {}
-    changed = 0
-    for node in model.graph.node:
-        name = unique_name(layer_name(node), taken)
-        taken[name] = None
-        if node.name != name:
-            node.name = name
-            changed += 1
-    return changed
+    rename_sibling_collisions(model.graph)
+    return name_all_nodes(model)

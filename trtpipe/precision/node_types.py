@@ -24,7 +24,7 @@ float tensors. Which tensors those are comes from the op schema:
   the reason is reported.
 
 `keep` nodes, nodes with subgraphs (If/Loop/Scan: their types live in the
-subgraph), CastLike (an author's cast, like Cast), ops without a schema and ops
+subgraph, whose nodes the plan names one by one), CastLike (an author's cast, like Cast), ops without a schema and ops
 outside the default domain keep every type exactly as authored; a kept Cast may
 also read a type its authored input type holds exactly (see `_kept_cast`).
 Other domains (ai.onnx.ml, training; none of them in TensorRT's parser) tie
@@ -100,7 +100,9 @@ def decide_node_types(
     if precision == KEEP or node.op_type in AUTHOR_TYPED_OPS:
         return as_authored(node, types)
     if any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute):
-        return as_authored(node, types, f"{node.op_type} has subgraphs; their types are kept as authored")
+        # Its bodies' nodes carry the precision (materialize.py); its own inputs and outputs keep
+        # the authored types, which is the plan, not a precision that failed to apply.
+        return as_authored(node, types)
     if node.domain not in DEFAULT_DOMAINS:
         return as_authored(node, types, f"{node.domain}::{node.op_type} is not a default-domain op; "
                                         "its types are kept as authored")

@@ -12,7 +12,7 @@ from collections import Counter
 import onnx
 
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
-from trtpipe.precision.flops import node_flops
+from trtpipe.precision.flops import has_unknown_dims, node_flops
 from trtpipe.precision.network import Network
 from trtpipe.precision.rules import RuleMatch, unmatched_optional
 
@@ -43,15 +43,19 @@ def plan_document(net: Network, decisions: dict[str, Decision], matches: list[Ru
 def totals(net: Network, decisions: dict[str, Decision], materialized: dict) -> dict:
     per_precision = Counter(d.precision for d in decisions.values())
     flops_total = flops_low = 0
+    unknown = 0
     for name in net.names:
         flops = node_flops(net, name)
+        unknown += has_unknown_dims(net, name)
         flops_total += flops
         if computes_low(net, decisions[name], name):
             flops_low += flops
     return {
         "nodes": dict(sorted(per_precision.items())),
         "casts_added": int(materialized["casts_added"]["count"]),
-        "flops": {"total": flops_total, "low_precision": flops_low},
+        # Shapes: as the sample data gives them (flop_shapes.py); `nodes_with_unknown_dims` counted
+        # a dimension nothing could resolve as 1.
+        "flops": {"total": flops_total, "low_precision": flops_low, "nodes_with_unknown_dims": unknown},
         "low_precision_flop_share": round(flops_low / flops_total, 6) if flops_total else 0.0,
         "saturated": materialized.get("saturated", []),
     }

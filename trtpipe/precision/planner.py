@@ -25,6 +25,7 @@ from trtpipe.precision.authored import authored_decisions
 from trtpipe.precision.auto_constants import constant_decisions, constant_problems, flush_inputs
 from trtpipe.precision.auto_boundaries import protect_stored_tensors
 from trtpipe.precision.auto_range import node_max_abs, observe_reference, range_decisions
+from trtpipe.precision.control_flow import control_flow_initial, derive_control_flow
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import normalization_groups
@@ -68,6 +69,7 @@ def plan_precision(
         notes["boundaries"] = boundaries
     for name, value in observed.items():
         decisions[name].observed_max_abs = value
+    derive_control_flow(net, decisions)
     return decisions, matches
 
 
@@ -101,6 +103,8 @@ def _check_effective(matches: list[RuleMatch], decisions: dict[str, Decision], o
 def _initial(net: Network, name: str, default: str, authored: dict[str, str]) -> Decision:
     if net.op_type(name) == "Cast":
         return Decision("keep", "Cast: kept as authored", "structure")
+    if net.is_control_flow(name):
+        return control_flow_initial()
     if not net.computes_float(name):
         return Decision("none", "no float output (integer or shape path)", "structure")
     if all(net.tensor_types.get(t) == onnx.TensorProto.DOUBLE for t in net.float_outputs(name)):

@@ -12,6 +12,11 @@ Decisions:
   name nodes differently). A miss is an info line in trtpipe.log and listed under
   `rules_unmatched_optional` in the plan. Rules are required by default, so a rule
   the user writes that matches nothing stays an error.
+- Nodes inside If/Loop/Scan bodies are matched by their qualified name
+  `<control node>/<then_branch|else_branch|body>/<node>` (graph/scopes.py) and by
+  op type; a rule that matches a control-flow node also covers every node of its
+  bodies (its precision is its body's, control_flow.py). An exact rule naming a
+  body node by its bare ONNX name is told the qualified name.
 - A rule naming a node that `upgrade_opset` fused away (users copy names from the
   exporter or an old build log) resolves to the fused node, and says so.
 """
@@ -124,6 +129,8 @@ def _resolve(rule: Rule, net: Network) -> RuleMatch:
                 via_fusion[absorbed] = fused
         fused_targets = set(via_fusion.values())
         nodes = [n for n in net.names if n in fused_targets or rule.regex.fullmatch(n)]
+    if net.bodies:
+        nodes = list(dict.fromkeys(n for found in nodes for n in [found, *net.body_descendants(found)]))
     return RuleMatch(rule, nodes, via_fusion)
 
 
@@ -133,6 +140,8 @@ def _unmatched_message(rule: Rule, net: Network) -> tuple[str, str]:
     )
     probe = rule.pattern if rule.match != "regex" else re.sub(r"[\\.*+?^$()\[\]{}|]", "", rule.pattern)
     close = get_close_matches(probe, candidates, n=3, cutoff=0.4)
+    if rule.match == "exact":  # a body node named without its scope: give the qualified name
+        close = [n for n in net.parent if n.endswith("/" + rule.pattern)][:3] or close
     what = {"exact": "node name", "regex": "full-match regex", "op_type": "op type"}[rule.match]
     message = f"precision rule '{rule.name}' ({what} {rule.pattern!r}) matches no node of the network"
     if close:

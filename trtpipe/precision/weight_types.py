@@ -65,15 +65,19 @@ def decide_weight_types(
     types: dict[str, int],
     keep_io_types: bool,
     names: UniqueNames,
+    body_needs: dict[str, list[int]] | None = None,
 ) -> WeightTypes:
-    """Choose weight and graph-input types; overrides `decided` for chain nodes in place."""
+    """Choose weight and graph-input types; overrides `decided` for chain nodes in place.
+
+    `body_needs`: the exact types If/Loop/Scan bodies read tensors of this graph in
+    (body_demands.py); without it, a body is assumed to read the authored type."""
     result = WeightTypes()
     roots = _root_weights(graph, index, precisions, types, result)
     chain_nodes = _passthrough_chain(graph, precisions, types, set(roots))
     result.chain_nodes = chain_nodes
 
     def demands(tensor: str) -> list[int]:
-        return _exact_demands(tensor, index, decided, types, keep_io_types)
+        return _exact_demands(tensor, index, decided, types, keep_io_types, body_needs)
 
     # Consumers before producers: a chain node's demand on its input is its own chosen type.
     for position in reversed(chain_nodes):
@@ -140,15 +144,19 @@ def _passthrough_chain(graph, precisions, types, weights: set[str]) -> list[int]
     return chain
 
 
-def _exact_demands(tensor, index: GraphIndex, decided, types, keep_io_types) -> list[int]:
+def _exact_demands(tensor, index: GraphIndex, decided, types, keep_io_types, body_needs=None) -> list[int]:
     """The types consumers need `tensor` in exactly, in consumer order."""
     needed = []
     for position, slot in index.consumers.get(tensor, ()):
         requirement = decided[position].inputs[slot]
         if requirement is not None and requirement.is_exact:
             needed.append(requirement.cast_to)
-    # Subgraphs read outer tensors by name: they keep what they were written against.
-    needed.extend(types[tensor] for _ in index.implicit.get(tensor, ()))
+    # Subgraphs read outer tensors by name: in the types their nodes need (body_demands.py),
+    # else in what they were written against.
+    if body_needs is not None and tensor in index.implicit:
+        needed.extend(body_needs.get(tensor, ()))
+    else:
+        needed.extend(types[tensor] for _ in index.implicit.get(tensor, ()))
     if keep_io_types and tensor in index.graph_outputs:
         needed.append(types[tensor])
     return needed

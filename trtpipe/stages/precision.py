@@ -16,9 +16,11 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "8"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept;
+    # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept;
     # 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional;
-    # 8: stored-tensor (boundary) check, `boundaries` in the plan; flushing weights judged by their effect
+    # 8: stored-tensor (boundary) check, `boundaries` in the plan; flushing weights judged by their effect;
+    # 9: If/Loop/Scan bodies planned and materialised, FLOP share with the sample data's shapes
+    version = "9"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -33,6 +35,8 @@ class PlanPrecision(Stage):
         from trtpipe.data import sample_feeds
         from trtpipe.graph.onnx_io import load_model, save_model
         from trtpipe.precision.decisions import MATERIALIZE_AS
+        from trtpipe.precision.control_flow import derive_control_flow
+        from trtpipe.precision.flop_shapes import feeds_for_shapes, record_feed_shapes
         from trtpipe.precision.materialize import materialize
         from trtpipe.precision.names_table import write_names_table
         from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
@@ -49,11 +53,13 @@ class PlanPrecision(Stage):
         searching = config["search"]["enabled"] and config["default"] != "fp32"
         needs_feeds = searching or (config["default"] == "fp16" and config["auto"]["max_abs"] is not None)
         feeds = sample_feeds(model, config["data"]) if needs_feeds else None
+        record_feed_shapes(net, feeds[0] if feeds else feeds_for_shapes(model, config))
         notes: dict = {}
         decisions, matches = plan_precision(net, config, feeds, notes)
         search_note = ""
         if searching:
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
+            derive_control_flow(net, decisions)  # the search moves body nodes: say what their If/Loop is now
         node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
         mixed, report = materialize(model, node_precision, keep_io_types=config["keep_io_types"])
         save_model(mixed, out_dir / "model.onnx")
