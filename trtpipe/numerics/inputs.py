@@ -17,8 +17,10 @@ Decisions:
   integer input without a spec is a user error naming `data.inputs.<name>`.
   A float input without a spec gets uniform [0, 1) and a logged note.
   Integers are drawn from [low, high) (`high` exclusive, NumPy's convention).
-- Dynamic dimensions have no size to draw: the spec must give the full
-  `shape`, which must agree with every static dimension.
+- Dynamic dimensions (`input_dims`: dim_param, -1, 0, or an empty dim) have no
+  size to draw: the spec gives the full `shape` (or the build's profile 0 its
+  opt shape, filled in by data.py), which must agree with every static
+  dimension. A float input whose spec gives only a shape uses the default range.
 - Loaded inputs (`.npz`: one iteration keyed by input name; Polygraphy JSON:
   a list of feed dicts, as `polygraphy run --save-inputs` writes them, or one
   dict) are checked against the model when it is given: every input present,
@@ -40,6 +42,7 @@ import numpy as np
 import onnx
 
 from trtpipe.errors import UserError
+from trtpipe.graph import input_dims
 from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
 
 logger = logging.getLogger(__name__)
@@ -106,35 +109,51 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
 
 def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
     name = value.name
-    tensor_type = value.type.tensor_type
-    declared = (
-        [dim.dim_value if dim.HasField("dim_value") else None for dim in tensor_type.shape.dim]
-        if tensor_type.HasField("shape") else None
-    )
+    declared = input_dims.dims(value)  # the one rule: -1, 0, dim_param and empty dims are dynamic
+    shown = input_dims.shape_text(input_dims.labels(value))
     requested = None if spec is None else spec.get("shape")
     if requested is None:
-        if declared is None or None in declared:
-            shown = "unknown" if declared is None else ["?" if d is None else d for d in declared]
+        if input_dims.is_dynamic(declared):
             raise UserError(
                 f"model input {name!r} has dynamic dimensions (shape {shown}), so there is no size to draw",
-                f"set data.inputs.{name}.shape to a full shape, e.g. [1, 128]",
+                dynamic_shape_fix(name, declared),
             )
         return declared
     requested = [int(d) for d in requested]
-    if declared is not None and (
-        len(declared) != len(requested) or any(d is not None and d != r for d, r in zip(declared, requested))
-    ):
+    if not input_dims.fits(requested, declared) or any(size <= 0 for size in requested):
+        example = requested if declared is None else input_dims.example_shape(declared)
         raise UserError(
-            f"data.inputs.{name}.shape {requested} does not fit the model's shape "
-            f"{['?' if d is None else d for d in declared]}",
-            "give a shape that keeps every static dimension",
+            f"data.inputs.{name}.shape {requested} does not fit the model's shape {shown}",
+            f"give a positive size for every dimension and keep the fixed ones, e.g. "
+            f"{shape_override(name, example)}",
         )
     return requested
+
+
+def shape_override(name: str, shape: list[int]) -> str:
+    """The command-line override that sets an input's sample shape (adds or replaces the key)."""
+    # Quoted: a shell would expand the brackets as a glob.
+    return f"'++data.inputs.{name}.shape=[{','.join(str(size) for size in shape)}]'"
+
+
+def dynamic_shape_fix(name: str, declared: list[int | None] | None) -> str:
+    """The Fix for an input with no size to draw: a pasteable override where the rank is known."""
+    if declared is None:
+        return (f"give its full shape with {shape_override(name, [1])} written with the model's rank "
+                "(the model does not say it), or give data.path")
+    return (f"set its sample shape, e.g. {shape_override(name, input_dims.example_shape(declared))}, "
+            "or give build.profiles (profile 0's opt shape is then used)")
 
 
 def _range(name: str, dtype: np.dtype, spec: Mapping) -> tuple[float, float]:
     if dtype.kind == "b":
         low, high = spec.get("low", 0), spec.get("high", 2)
+    elif is_float(dtype) and spec.get("low") is None and spec.get("high") is None:
+        # Decision: a spec that gives only a shape (data.inputs.x.shape, or a profile's opt
+        # shape) keeps the default float range; asking for a range then would contradict the
+        # fix that asked for the shape.
+        logger.info("input %s: no low/high in data.inputs.%s, drawing uniform %s", name, name, DEFAULT_FLOAT_RANGE)
+        low, high = DEFAULT_FLOAT_RANGE
     elif "low" not in spec or "high" not in spec:
         raise UserError(
             f"data.inputs.{name} needs both low and high", f"set data.inputs.{name}.low and .high"
@@ -229,12 +248,9 @@ def _check_feeds(feeds: dict[str, np.ndarray], model: onnx.ModelProto, where: st
                         "rename or remove them")
     for name, value in declared.items():
         array = feeds[name] = as_declared(feeds[name], dtypes[name], name, where)
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
-        if value.type.tensor_type.HasField("shape") and (
-            len(dims) != array.ndim or any(d is not None and d != s for d, s in zip(dims, array.shape))
-        ):
+        if not input_dims.fits(array.shape, input_dims.dims(value)):
             raise UserError(
                 f"input {name!r} in {where} has shape {list(array.shape)}, the model expects "
-                f"{['?' if d is None else d for d in dims]}",
+                f"{input_dims.shape_text(input_dims.labels(value))}",
                 "save arrays of the model's input shape",
             )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from trtpipe.graph import input_dims
 from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
 from trtpipe.graph.parser_names import layer_name, unique_name
 from trtpipe.graph.value_info import inferred_copy
@@ -54,10 +55,8 @@ def network_from_model(model: onnx.ModelProto) -> Network:
     for value in list(graph.input) + list(graph.output) + list(graph.value_info):
         if value.type.HasField("tensor_type"):
             net.tensor_types[value.name] = value.type.tensor_type.elem_type
-            if value.type.tensor_type.HasField("shape"):
-                net.tensor_shapes[value.name] = [
-                    d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim
-                ]
+            if value.type.tensor_type.HasField("shape"):  # -1, 0, dim_param, empty: None (input_dims)
+                net.tensor_shapes[value.name] = input_dims.dims(value)
     for tensor in model.graph.initializer:
         net.tensor_types[tensor.name] = tensor.data_type
         net.constants[tensor.name] = tensor
