@@ -66,3 +66,22 @@ def shape_text(shown: Sequence | None) -> str:
     if shown is None:
         return "unknown"
     return "[" + ", ".join("?" if d is None else str(d) for d in shown) + "]"
+
+
+def clear_non_positive_io_dims(model: onnx.ModelProto) -> list[str]:
+    """Rewrite `dim_value <= 0` of the main graph's inputs and outputs as a dim with no field; in place.
+
+    Decision: ONNX Runtime takes `dim_value: 0` literally (an input of batch 1 is
+    refused: "Expected: 0"), while it and TensorRT's parser read an empty dim as
+    dynamic. Written as what it means, the model runs everywhere with the sizes
+    the sample data and profiles give. Returns "input[axis]" for each dim rewritten.
+    """
+    rewritten = []
+    for value in [*model.graph.input, *model.graph.output]:
+        if not value.type.tensor_type.HasField("shape"):
+            continue
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value <= 0:
+                dim.ClearField("dim_value")
+                rewritten.append(f"{value.name}[{axis}]")
+    return rewritten

@@ -40,6 +40,9 @@ Decisions (each with its reason):
   plain checker because the source did is the user's to fix, and the message
   quotes the checker on the user's file; never a pass's doing.
 - Graph inputs are never removed, even unused ones: they are the interface.
+  A non-positive `dim_value` of a graph input or output (an exporter's "any
+  size") is written as a dim with no field, which every runtime reads as
+  dynamic (input_dims.py); ONNX Runtime would take a 0 literally.
 - Model-level fields dropped by graphsurgeon (metadata_props, doc_string) are
   copied back from the source model.
 """
@@ -55,7 +58,7 @@ from polygraphy.backend.onnx import fold_constants as polygraphy_fold_constants
 from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
 
 from trtpipe.errors import UserError
-from trtpipe.graph import validity, value_info
+from trtpipe.graph import input_dims, validity, value_info
 from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.opset import default_opset
@@ -176,10 +179,14 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
             value_info.infer_shapes(model)
         return model, {"value_info_stripped": len(stripped)}
 
+    def dynamic_dims(model):
+        return model, {"dynamic_dims_made_explicit": input_dims.clear_non_positive_io_dims(model)}
+
     def allowzero(model):
         return model, {"reshape_allowzero_made_explicit": make_reshape_allowzero_explicit(model, default_opset(model))}
 
-    passes = [GraphPass("stale value_info removal", strip_rederivable, in_place=True)]
+    passes = [GraphPass("dynamic dimensions written as such", dynamic_dims, in_place=True),
+              GraphPass("stale value_info removal", strip_rederivable, in_place=True)]
     if cleanup or toposort:
         passes.append(GraphPass("cleanup and topological sort", clean_and_sort))
     if infer:
