@@ -20,16 +20,17 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.cli_helpers import run_trtpipe
 
 FORMS = {"minus_one": -1, "zero": 0, "dim_param": "batch", "missing": None}
+DOTTED = "input.1"  # torch.onnx's name for an unnamed input: needs Hydra's dict form in an override
 NO_BUILD = "stages=[sanitize,upgrade_opset,precision,validate]"
 
 
-def small_model(batch) -> onnx.ModelProto:
+def small_model(batch, input_name: str = "x") -> onnx.ModelProto:
     rng = np.random.RandomState(0)
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch if batch is not None else "b", 3, 8, 8])
+    x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [batch if batch is not None else "b", 3, 8, 8])
     if batch is None:
         x.type.tensor_type.shape.dim[0].Clear()  # a dim with neither dim_value nor dim_param
     nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", [input_name, "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
@@ -49,6 +50,7 @@ def workdir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("dynamic")
     for form, batch in FORMS.items():
         onnx.save(small_model(batch), str(directory / f"{form}.onnx"))
+    onnx.save(small_model("batch", DOTTED), str(directory / "dotted.onnx"))
     return directory
 
 
@@ -101,3 +103,10 @@ def test_a_float_input_with_a_profile_needs_no_data_inputs(workdir, form):
     assert run.statuses()["build"] == "deferred" and run.statuses()["validate"] == "ran"
     commands = (run.run_dir / "build" / "trtexec.txt").read_text()
     assert "--optShapes=x:2x3x8x8" in commands and "--maxShapes=x:4x3x8x8" in commands
+
+
+def test_an_input_name_with_a_dot_gets_fixes_that_work_when_pasted(workdir):
+    run, errors = run_pasting_fixes(workdir, "dotted", f"model.path={workdir / 'dotted'}.onnx")
+    assert "'++data.inputs={input.1:{shape:[1,3,8,8]}}'" in errors[0]
+    assert "'build.profiles=[{input.1:{min:[1,3,8,8]," in errors[1]
+    assert run.statuses()["build"] == "deferred" and run.statuses()["validate"] == "ran"

@@ -42,6 +42,7 @@ import numpy as np
 import onnx
 
 from trtpipe.errors import UserError
+from trtpipe.config.override_text import input_shape_override
 from trtpipe.graph import input_dims
 from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
 
@@ -124,25 +125,21 @@ def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
         example = requested if declared is None else input_dims.example_shape(declared)
         raise UserError(
             f"data.inputs.{name}.shape {requested} does not fit the model's shape {shown}",
-            f"give a positive size for every dimension and keep the fixed ones, e.g. "
-            f"{shape_override(name, example)}",
+            "give a positive size for every dimension and keep the fixed ones"
+            + (f", e.g. {override}" if (override := input_shape_override(name, example)) else ""),
         )
     return requested
 
 
-def shape_override(name: str, shape: list[int]) -> str:
-    """The command-line override that sets an input's sample shape (adds or replaces the key)."""
-    # Quoted: a shell would expand the brackets as a glob.
-    return f"'++data.inputs.{name}.shape=[{','.join(str(size) for size in shape)}]'"
-
-
 def dynamic_shape_fix(name: str, declared: list[int | None] | None) -> str:
-    """The Fix for an input with no size to draw: a pasteable override where the rank is known."""
+    """The Fix for an input with no size to draw: a pasteable override where one can be written."""
+    example = input_shape_override(name, [1] if declared is None else input_dims.example_shape(declared))
+    if example is None:  # a name Hydra's override grammar cannot spell ("x:0")
+        return "give the sample inputs in data.path (an .npz keyed by input name takes any name)"
     if declared is None:
-        return (f"give its full shape with {shape_override(name, [1])} written with the model's rank "
+        return (f"give its full shape, e.g. {example} written with the model's rank "
                 "(the model does not say it), or give data.path")
-    return (f"set its sample shape, e.g. {shape_override(name, input_dims.example_shape(declared))}, "
-            "or give build.profiles (profile 0's opt shape is then used)")
+    return f"set its sample shape, e.g. {example}, or give build.profiles (profile 0's opt shape is then used)"
 
 
 def _range(name: str, dtype: np.dtype, spec: Mapping) -> tuple[float, float]:

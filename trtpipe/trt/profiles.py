@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx
 
+from trtpipe.config.override_text import profiles_override
 from trtpipe.errors import UserError
 from trtpipe.graph import input_dims
 
@@ -71,12 +72,10 @@ def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, Sha
 
 def example_profiles(dynamic: Mapping[str, Sequence]) -> str:
     """A `build.profiles=...` override that fits `dynamic` (every dynamic size 1): it works when pasted."""
-    def shape(dims: Sequence) -> str:
-        return "[" + ",".join(str(d) if isinstance(d, int) else "1" for d in dims) + "]"
-
-    entries = ",".join(f"{name}:{{min:{shape(dims)},opt:{shape(dims)},max:{shape(dims)}}}"
-                       for name, dims in dynamic.items())
-    return f"'build.profiles=[{{{entries}}}]'"
+    shapes = {name: [d if isinstance(d, int) else 1 for d in dims] for name, dims in dynamic.items()}
+    return profiles_override(shapes) or (
+        "build.profiles in a config file (the input names cannot be written on the command line): "
+        + "; ".join(f"{name}: {{min: {s}, opt: {s}, max: {s}}}" for name, s in shapes.items()))
 
 
 def _checked_spec(where: str, spec, dims: list) -> dict[str, list[int]]:
