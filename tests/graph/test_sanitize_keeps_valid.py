@@ -155,3 +155,24 @@ def test_a_model_onnx_runtime_cannot_load_is_not_required_to_load_afterwards(tmp
     report = sanitize_model(tmp_path / "in.onnx", tmp_path / "out.onnx")
     assert report["undone"] == []
     assert [node.op_type for node in onnx.load(str(tmp_path / "out.onnx")).graph.node] == ["Add", "MyPlugin"]
+
+
+def test_a_stale_value_info_in_a_branch_is_derived_again(tmp_path):
+    # The branch says Relu's output has 7 elements; it has 2. ONNX Runtime runs the model, the
+    # plain checker passes, the full check refuses it ("existing shape differ"): sanitize now
+    # derives body shapes afresh, as it does for the main graph, instead of keeping the stale one.
+    then_branch = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["t_out"])],
+                                    "t", [], [graphs.float_input("t_out", [2])], value_info=[graphs.float_input("r", [7])])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["e_out"])], "e", [],
+                                    [graphs.float_input("e_out", [2])])
+    node = helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then_branch, else_branch=else_branch)
+    model = graphs.make_model([node], [X, COND], [graphs.float_input("y", [2])])
+    with pytest.raises(Exception, match="existing shape differ"):
+        onnx.checker.check_model(model, full_check=True)
+    save_model(model, tmp_path / "in.onnx")
+    report = sanitize_model(tmp_path / "in.onnx", tmp_path / "out.onnx")
+    out = onnx.load(str(tmp_path / "out.onnx"))
+    onnx.checker.check_model(out, full_check=True)
+    assert report["value_info_stripped"] >= 1 and report["undone"] == []
+    for feeds in _feeds_sets(model):
+        np.testing.assert_array_equal(graphs.run(out, feeds)[0], graphs.run(model, feeds)[0])

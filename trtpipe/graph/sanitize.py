@@ -59,11 +59,13 @@ from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
 
 from trtpipe.errors import UserError
 from trtpipe.graph import input_dims, validity, value_info
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
 from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
+from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.graph.undoable_passes import GraphPass, PassRefused, run_passes
 from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory
 
@@ -154,7 +156,8 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         # dropped and derived afresh before anything reads it. It may be stale from
         # edits made before trtpipe, and constant folding trusts it: a wrong shape
         # would be folded into a wrong Shape constant. Custom ops keep theirs.
-        return model, {"value_info_stripped_first": len(value_info.strip_value_info(model, rederivable=infer))}
+        stripped = len(value_info.strip_value_info(model, rederivable=infer))
+        return model, {"value_info_stripped_first": stripped + (_strip_subgraph_value_info(model) if infer else 0)}
 
     def clean_and_sort(model):
         cleaned = _cleanup_and_sort(model, cleanup=cleanup, toposort=toposort)
@@ -197,6 +200,25 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
     if options["fix_reshape_allowzero"]:
         passes.append(GraphPass("Reshape allowzero", allowzero, in_place=True))
     return passes
+
+
+def _strip_subgraph_value_info(model: onnx.ModelProto) -> int:
+    """Drop the value_info of If/Loop/Scan bodies that shape inference derives again; returns how many.
+
+    Decision: as for the main graph, entries of standard ops' outputs go before
+    inference runs; a stale one in a body (an exporter's edit) otherwise survives,
+    and ONNX's strict inference rejects the model ("existing shape differ").
+    """
+    removed = 0
+    for graph in list(all_graphs(model.graph))[1:]:
+        produced = {output for node in graph.node if node.domain in DEFAULT_DOMAINS for output in node.output}
+        keep = [value for value in graph.value_info if value.name not in produced]
+        if len(keep) != len(graph.value_info):
+            removed += len(graph.value_info) - len(keep)
+            kept = [onnx.ValueInfoProto.FromString(value.SerializeToString()) for value in keep]
+            del graph.value_info[:]
+            graph.value_info.extend(kept)
+    return removed
 
 
 def _refuse_invalid_source(source: Path, source_problems: dict, result_problems: dict, report: dict) -> None:
