@@ -49,6 +49,7 @@ Decisions (each with its reason):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 from pathlib import Path
@@ -103,7 +104,7 @@ def sanitize_model(
             problem = validity.first_problem(result, required)
             if problem is not None:
                 raise RuntimeError(f"sanitize left {src} invalid although every pass that broke it was undone "
-                                   f"({problem}); run with stages that skip sanitize and report this")
+                                   f"({problem}): a trtpipe defect, please report it with the model")
         _refuse_invalid_source(src, source, validity.file_problems(dst, [validity.CHECKER]), report)
     report["files"] = [path.name for path in written]
     for warning in report["warnings"]:
@@ -120,22 +121,21 @@ def _sanitized(src: Path, dst: Path, options: dict, required: set[str] | None) -
     """Run the passes on `src` and write `dst`; with `required`, each pass must keep those criteria."""
     source = load_model(src, weights_on_disk=True)
     report: dict = {"nodes_before": len(source.graph.node), "warnings": []}
-    check = None
-    if required is not None:
-        scratch = tempfile.TemporaryDirectory(prefix="trtpipe_sanitize_")
-
-        def check(candidate: onnx.ModelProto) -> str | None:
-            restore_model_fields(candidate, source)
-            path = Path(scratch.name) / "candidate.onnx"
-            save_model(candidate, path)
-            return validity.first_problem(validity.file_problems(path, required), required)
-
     signatures = value_info.producer_signatures(source)
-    # Polygraphy prints progress at INFO on stdout; only its warnings are wanted.
-    with POLYGRAPHY_LOGGER.verbosity(POLYGRAPHY_LOGGER.WARNING):
-        model = run_passes(source, _passes(options, signatures), report, check)
-    if required is not None:
-        scratch.cleanup()
+    with contextlib.ExitStack() as stack:
+        check = None
+        if required is not None:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trtpipe_sanitize_")))
+
+            def check(candidate: onnx.ModelProto) -> str | None:
+                """The pass's result as a file, held to what the source met (validity.py)."""
+                restore_model_fields(candidate, source)
+                save_model(candidate, scratch / "candidate.onnx")
+                return validity.first_problem(validity.file_problems(scratch / "candidate.onnx", required), required)
+
+        # Polygraphy prints progress at INFO on stdout; only its warnings are wanted.
+        with POLYGRAPHY_LOGGER.verbosity(POLYGRAPHY_LOGGER.WARNING):
+            model = run_passes(source, _passes(options, signatures), report, check)
     report["value_info_stripped"] = report.pop("value_info_stripped_first", 0) + report.get("value_info_stripped", 0)
     for undone in report["undone"]:
         report["warnings"].append(f"{undone['pass']} was undone for this model: {undone['reason']}")
@@ -183,7 +183,11 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         return model, {"value_info_stripped": len(stripped)}
 
     def dynamic_dims(model):
-        return model, {"dynamic_dims_made_explicit": input_dims.clear_non_positive_io_dims(model)}
+        rewritten = input_dims.clear_non_positive_io_dims(model)
+        if rewritten:
+            logger.info("sanitize: non-positive dim_value written as a dynamic dim (ONNX Runtime would take "
+                        "0 literally): %s", ", ".join(rewritten))
+        return model, {"dynamic_dims_made_explicit": rewritten}
 
     def allowzero(model):
         return model, {"reshape_allowzero_made_explicit": make_reshape_allowzero_explicit(model, default_opset(model))}
