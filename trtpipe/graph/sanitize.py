@@ -131,7 +131,8 @@ def _sanitized(src: Path, dst: Path, options: dict, required: set[str] | None) -
                 """The pass's result as a file, held to what the source met (validity.py)."""
                 restore_model_fields(candidate, source)
                 save_model(candidate, scratch / "candidate.onnx")
-                return validity.first_problem(validity.file_problems(scratch / "candidate.onnx", required), required)
+                problem = validity.first_problem(validity.file_problems(scratch / "candidate.onnx", required), required)
+                return None if problem is None else f"its result fails {problem} (the model as given passes)"
 
         # Polygraphy prints progress at INFO on stdout; only its warnings are wanted.
         with POLYGRAPHY_LOGGER.verbosity(POLYGRAPHY_LOGGER.WARNING):
