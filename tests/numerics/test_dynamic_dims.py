@@ -94,3 +94,15 @@ def test_missing_profiles_suggest_one_that_is_accepted_when_used():
 def test_the_network_never_records_a_non_positive_size(form):
     net = network_from_model(relu_model(FORMS[form]))
     assert net.tensor_shapes["x"] == [None, 4]
+
+
+def test_no_override_is_offered_where_none_would_work():
+    # "x:0" (tf2onnx) cannot be written as a Hydra dict key; an unknown rank has no example to give.
+    for value in (helper.make_tensor_value_info("x:0", TensorProto.FLOAT, [-1, 4]),
+                  helper.make_tensor_value_info("x:0", TensorProto.FLOAT, None)):
+        model = graphs.make_model([helper.make_node("Relu", ["x:0"], ["y"], name="relu")], [value],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        with pytest.raises(UserError) as error:
+            generate_inputs(model, {}, seed=0, iterations=1)
+        fix = str(error.value).split("Fix:")[1]
+        assert "data.path" in fix and "'" not in fix

@@ -132,13 +132,17 @@ def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
 
 
 def dynamic_shape_fix(name: str, declared: list[int | None] | None) -> str:
-    """The Fix for an input with no size to draw: a pasteable override where one can be written."""
-    example = input_shape_override(name, [1] if declared is None else input_dims.example_shape(declared))
+    """The Fix for an input with no size to draw: a pasteable override where one can be written.
+
+    Decision: with an unknown rank no override is offered as pasteable (any example
+    could have the wrong rank); the message says what to write instead.
+    """
+    if declared is None:
+        return (f"give its full shape in data.inputs.{name}.shape (the model does not declare its rank), "
+                "or give data.path")
+    example = input_shape_override(name, input_dims.example_shape(declared))
     if example is None:  # a name Hydra's override grammar cannot spell ("x:0")
         return "give the sample inputs in data.path (an .npz keyed by input name takes any name)"
-    if declared is None:
-        return (f"give its full shape, e.g. {example} written with the model's rank "
-                "(the model does not say it), or give data.path")
     return f"set its sample shape, e.g. {example}, or give build.profiles (profile 0's opt shape is then used)"
 
 
