@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from trtpipe.errors import UserError
 from trtpipe.config.override_text import input_shape_override
+from trtpipe.errors import UserError
 from trtpipe.graph import input_dims
 from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
 
@@ -122,7 +122,7 @@ def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
         return declared
     requested = [int(d) for d in requested]
     if not input_dims.fits(requested, declared) or any(size <= 0 for size in requested):
-        example = requested if declared is None else input_dims.example_shape(declared)
+        example = [max(1, size) for size in requested] if declared is None else input_dims.example_shape(declared)
         raise UserError(
             f"data.inputs.{name}.shape {requested} does not fit the model's shape {shown}",
             "give a positive size for every dimension and keep the fixed ones"
