@@ -170,8 +170,8 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         return value_info.infer_shapes(model), {}
 
     def folded(model):
-        result, count, warning = _fold_constants(model, infer_shapes=infer)
-        warnings = [warning] if warning else []
+        result, count = _fold_constants(model, infer_shapes=infer)
+        warnings = []
         if not cleanup and count:
             warnings.append("constant folding also removed dead nodes (Polygraphy cleans up after each pass)")
         return result, {"nodes_folded": count, "warnings": warnings}
@@ -256,7 +256,11 @@ def _cleanup_and_sort(model: onnx.ModelProto, *, cleanup: bool, toposort: bool) 
     return model_from_graph(graph, like=model)
 
 
-def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int, str | None]:
+def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int]:
+    """The folded model and how many nodes folding removed; `model` comes back as it was.
+
+    `PassRefused` when the folded graph reads tensors nothing produces (see the module docstring).
+    """
     nodes_before = len(model.graph.node)
     _load_what_folding_reads(model)
     # onnx-graphsurgeon folds Shape(start, end) into the whole shape: see shape_ranges.
@@ -280,7 +284,7 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx
     if dangling:
         raise PassRefused(f"it left node inputs that nothing produces ({dangling[0]!r}; "
                           "onnx-graphsurgeon inlining an If whose condition folds)")
-    return folded, nodes_before - len(folded.graph.node), None
+    return folded, nodes_before - len(folded.graph.node)
 
 
 def _load_what_folding_reads(model: onnx.ModelProto) -> int:
