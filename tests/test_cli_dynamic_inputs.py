@@ -110,3 +110,23 @@ def test_an_input_name_with_a_dot_gets_fixes_that_work_when_pasted(workdir):
     assert "'++data.inputs={input.1:{shape:[1,3,8,8]}}'" in errors[0]
     assert "'build.profiles=[{input.1:{min:[1,3,8,8]," in errors[1]
     assert run.statuses()["build"] == "deferred" and run.statuses()["validate"] == "ran"
+
+
+def token_model() -> onnx.ModelProto:
+    """y = ReduceMean(Gather(embedding, ids)), ids: int64 [batch, seq] written as -1 and dim_param."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [-1, "seq"])
+    table = numpy_helper.from_array(np.random.RandomState(1).randn(30, 6).astype(np.float32), "embedding")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Gather", ["embedding", "ids"], ["e"], name="embed"),
+             helper.make_node("ReduceMean", ["e", "axes"], ["y"], name="mean", keepdims=0)]
+    graph = helper.make_graph(nodes, "tokens", [ids], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6])],
+                              [table, axes])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def test_an_integer_dynamic_input_gets_one_fix_with_range_and_shape_then_a_profile(workdir):
+    onnx.save(token_model(), str(workdir / "tokens.onnx"))
+    run, errors = run_pasting_fixes(workdir, "tokens", f"model.path={workdir / 'tokens'}.onnx")
+    assert "'++data.inputs.ids={low:0,high:2,dtype:int64,shape:[1,1]}'" in errors[0]
+    assert "'build.profiles=[{ids:{min:[1,1],opt:[1,1],max:[1,1]}}]'" in errors[1]
+    assert len(errors) == 2 and run.statuses()["validate"] == "ran"

@@ -48,6 +48,19 @@ def input_shape_override(name: str, shape: Sequence[int]) -> str | None:
     return None
 
 
+def input_spec_override(name: str, fields: Mapping[str, object]) -> str | None:
+    """The quoted override that merges `fields` into data.inputs.<name> (Hydra merges dicts), or None."""
+    def text(value) -> str:
+        return _list(value) if isinstance(value, (list, tuple)) else str(value)
+
+    spec = "{" + ",".join(f"{key}:{text(value)}" for key, value in fields.items()) + "}"
+    if _IDENTIFIER.fullmatch(name):
+        return f"'++data.inputs.{name}={spec}'"
+    if dict_key_ok(name):
+        return f"'++data.inputs={{{name}:{spec}}}'"
+    return None
+
+
 def profiles_override(shapes: Mapping[str, Sequence[int]]) -> str | None:
     """The quoted `build.profiles` override with min = opt = max = `shapes`, or None (see above)."""
     if not all(dict_key_ok(name) for name in shapes):

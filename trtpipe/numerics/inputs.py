@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from trtpipe.config.override_text import input_shape_override
+from trtpipe.config.override_text import input_shape_override, input_spec_override
 from trtpipe.errors import UserError
 from trtpipe.graph import input_dims
 from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
@@ -90,15 +90,11 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
     if dtype.kind in "OSU":
         raise UserError(f"model input {name!r} is a string tensor; strings cannot be generated",
                         "give its values in data.path (an .npz of np.array(values, dtype=str))")
+    if (spec is None or spec.get("low") is None or spec.get("high") is None) and not is_float(dtype) \
+            and dtype.kind != "b":
+        raise _integer_range_needed(value, dtype, spec)
     shape = _shape(value, spec)
     if spec is None:
-        if not is_float(dtype):
-            raise UserError(
-                f"model input {name!r} is {dtype} and has no sample-value spec; random values of an "
-                "integer input (ids, masks, indices) would be meaningless",
-                f"set data.inputs.{name} to {{low: ..., high: ..., dtype: {dtype}}} (high exclusive) "
-                "or give data.path",
-            )
         logger.info("input %s: no data.inputs.%s spec, drawing uniform [0, 1)", name, name)
         spec = {"low": DEFAULT_FLOAT_RANGE[0], "high": DEFAULT_FLOAT_RANGE[1]}
     low, high = _range(name, dtype, spec)
@@ -106,6 +102,26 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
     if is_float(dtype):
         return name, lambda rng: rng.uniform(low, high, size=shape).astype(dtype)
     return name, lambda rng: rng.randint(int(low), int(high), size=shape, dtype=np.int64).astype(dtype)
+
+
+def _integer_range_needed(value: onnx.ValueInfoProto, dtype: np.dtype, spec: Mapping | None) -> UserError:
+    """An integer input without a range: one Fix that also gives the shape when the model lacks one.
+
+    Decision: the example range [0, 2) is valid for any index, mask or id input, so
+    the Fix works when pasted; the message asks for the real range (the vocabulary).
+    """
+    name = value.name
+    fields: dict = {"low": 0, "high": 2, "dtype": dtype.name}
+    declared = input_dims.dims(value)
+    if input_dims.is_dynamic(declared) and declared is not None and not (spec or {}).get("shape"):
+        fields["shape"] = input_dims.example_shape(declared)
+    override = input_spec_override(name, fields)
+    how = f"e.g. {override} with your real range" if override else "in data.path"
+    return UserError(
+        f"model input {name!r} is {dtype} and has no sample range (data.inputs.{name}.low/high); random values "
+        "of an integer input (ids, masks, indices) would be meaningless",
+        f"give its range, high exclusive (token ids: below the vocabulary size), {how}, or give data.path",
+    )
 
 
 def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
