@@ -28,6 +28,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.graph import input_dims
+
 KINDS = ("node", "light")
 
 
@@ -129,7 +131,7 @@ def case_feeds(case: CaseRef, model: onnx.ModelProto) -> dict:
 def light_feeds(inputs) -> dict:
     feeds = {}
     for info in inputs:
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in info.type.tensor_type.shape.dim]
+        shape = input_dims.example_shape(input_dims.dims(info) or [])  # dynamic (-1, 0, dim_param): 1
         count = int(np.prod(shape))
         feeds[info.name] = (np.arange(count).reshape(shape) / count).astype(np.float32)
     return feeds

@@ -83,7 +83,8 @@ def config_error(error: BaseException) -> UserError:
     omega = _find_omegaconf_error(error)
     if omega is not None and getattr(omega, "full_key", None):
         return _key_error(omega)
-    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    # The whole message on one line: Hydra's later lines list the available options.
+    first_line = " ".join(str(error).split()) or type(error).__name__
     if "Could not find 'recipe/" in str(error):
         options = _registered_recipes()
         return UserError(

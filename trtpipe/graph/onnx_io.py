@@ -371,5 +371,5 @@ def data_file_source(model: onnx.ModelProto) -> Path | None:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0][:200]
+    """The error's whole text on one line (never shortened: its end often names the cause)."""
+    return " ".join(str(error).split()) or type(error).__name__

@@ -30,14 +30,28 @@ Decisions (each with its reason):
   unfolded one, with a warning: onnx-graphsurgeon (0.6.1) inlines an If whose
   condition folds but can lose its branch's constants (corpus: the AffineGrid
   expansions), and the checker would then blame the user's model.
+- sanitize never breaks a valid model. Each step is a pass (undoable_passes.py);
+  the written result must meet every validity criterion the source file met
+  (validity.py: onnx.checker, its full check, an ONNX Runtime session). The
+  result is checked once; only when it falls short are the passes run again,
+  each checked and undone for this model when it breaks it (onnx-graphsurgeon
+  inlining an If nested in another If's or a Loop's body, for one), with the
+  reason in the report, the stage line and the log. A result that fails the
+  plain checker because the source did is the user's to fix, and the message
+  quotes the checker on the user's file; never a pass's doing.
 - Graph inputs are never removed, even unused ones: they are the interface.
+  A non-positive `dim_value` of a graph input or output (an exporter's "any
+  size") is written as a dim with no field, which every runtime reads as
+  dynamic (input_dims.py); ONNX Runtime would take a 0 literally.
 - Model-level fields dropped by graphsurgeon (metadata_props, doc_string) are
   copied back from the source model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import tempfile
 from pathlib import Path
 
 import onnx
@@ -45,12 +59,15 @@ from polygraphy.backend.onnx import fold_constants as polygraphy_fold_constants
 from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
 
 from trtpipe.errors import UserError
-from trtpipe.graph import value_info
+from trtpipe.graph import input_dims, validity, value_info
+from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
 from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
+from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.graph.undoable_passes import GraphPass, PassRefused, run_passes
 from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory
 
 logger = logging.getLogger(__name__)
@@ -71,68 +88,161 @@ def sanitize_model(
     fix_reshape_allowzero: bool = True,
 ) -> dict:
     """Read `src`, sanitize it, write `dst`; returns a JSON-serialisable report."""
-    source = load_model(Path(src), weights_on_disk=True)
-    nodes_before = len(source.graph.node)
-    report: dict = {"nodes_before": nodes_before, "warnings": []}
-    model = source
-    # Decision: with shape inference on, existing value_info of standard ops is
-    # dropped and derived afresh before anything reads it. It may be stale from
-    # edits made before trtpipe, and constant folding trusts it: a wrong shape
-    # would be folded into a wrong Shape constant. Custom ops keep theirs.
-    stripped = value_info.strip_value_info(model, rederivable=infer_shapes)
-    # Polygraphy prints progress at INFO on stdout; only its warnings are wanted.
-    with POLYGRAPHY_LOGGER.verbosity(POLYGRAPHY_LOGGER.WARNING):
-        if cleanup or toposort or fold_constants:
-            model = _cleanup_and_sort(model, cleanup=cleanup, toposort=toposort or fold_constants)
-            report["dead_nodes_removed"] = nodes_before - len(model.graph.node)
-        if fold_constants and not toposort:
-            report["warnings"].append("the graph was sorted topologically because constant folding requires it")
-        if infer_shapes:
-            model = value_info.infer_shapes(model)
-        if fold_constants:
-            model, report["nodes_folded"], warning = _fold_constants(model, infer_shapes=infer_shapes)
-            report["warnings"] += [warning] if warning else []
-            if not cleanup:
-                report["warnings"].append("constant folding also removed dead nodes (Polygraphy cleans up after each pass)")
-        changed = value_info.changed_producers(
-            value_info.producer_signatures(source), value_info.producer_signatures(model)
-        )
-        stripped += value_info.strip_value_info(model, changed=changed)
-        report["value_info_stripped"] = len(stripped)
-        if infer_shapes:
-            model = value_info.infer_shapes(model)
-    if fix_reshape_allowzero:
-        report["reshape_allowzero_made_explicit"] = make_reshape_allowzero_explicit(model, default_opset(model))
-    restore_model_fields(model, source)
-    written = save_model(model, Path(dst))
-    _check_valid(Path(dst), Path(src))
-    report["nodes_after"] = len(model.graph.node)
+    options = dict(infer_shapes=infer_shapes, fold_constants=fold_constants, cleanup=cleanup,
+                   toposort=toposort, fix_reshape_allowzero=fix_reshape_allowzero)
+    src, dst = Path(src), Path(dst)
+    report, written = _sanitized(src, dst, options, required=None)
+    result = validity.file_problems(dst)
+    if validity.met(result) != set(validity.CRITERIA):
+        source = validity.file_problems(src)
+        required = validity.met(source)
+        if not required <= validity.met(result):
+            # Decision: the fast path checks once, at the end; only when a pass broke what the source
+            # met are the passes run again, each checked and undone when it breaks the model.
+            report, written = _sanitized(src, dst, options, required=required)
+            result = validity.file_problems(dst, required)
+            problem = validity.first_problem(result, required)
+            if problem is not None:
+                raise RuntimeError(f"sanitize left {src} invalid although every pass that broke it was undone "
+                                   f"({problem}): a trtpipe defect, please report it with the model")
+        _refuse_invalid_source(src, source, validity.file_problems(dst, [validity.CHECKER]), report)
     report["files"] = [path.name for path in written]
     for warning in report["warnings"]:
         logger.warning("sanitize: %s", warning)
     logger.info(
         "sanitized %s: %d -> %d nodes (%d dead, %d folded)",
-        Path(src).name, nodes_before, report["nodes_after"],
+        src.name, report["nodes_before"], report["nodes_after"],
         report.get("dead_nodes_removed", 0), report.get("nodes_folded", 0),
     )
     return report
 
 
-def _check_valid(path: Path, source: Path) -> None:
-    """The ONNX checker on the result (by path, so external data over 2 GB works).
+def _sanitized(src: Path, dst: Path, options: dict, required: set[str] | None) -> tuple[dict, list[Path]]:
+    """Run the passes on `src` and write `dst`; with `required`, each pass must keep those criteria."""
+    source = load_model(src, weights_on_disk=True)
+    report: dict = {"nodes_before": len(source.graph.node), "warnings": []}
+    signatures = value_info.producer_signatures(source)
+    with contextlib.ExitStack() as stack:
+        check = None
+        if required is not None:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trtpipe_sanitize_")))
+
+            def check(candidate: onnx.ModelProto) -> str | None:
+                """The pass's result as a file, held to what the source met (validity.py)."""
+                restore_model_fields(candidate, source)
+                save_model(candidate, scratch / "candidate.onnx")
+                problem = validity.first_problem(validity.file_problems(scratch / "candidate.onnx", required), required)
+                return None if problem is None else f"its result fails {problem} (the model as given passes)"
+
+        # Polygraphy prints progress at INFO on stdout; only its warnings are wanted.
+        with POLYGRAPHY_LOGGER.verbosity(POLYGRAPHY_LOGGER.WARNING):
+            model = run_passes(source, _passes(options, signatures), report, check)
+    report["value_info_stripped"] = report.pop("value_info_stripped_first", 0) + report.get("value_info_stripped", 0)
+    for undone in report["undone"]:
+        report["warnings"].append(f"{undone['pass']} was undone for this model: {undone['reason']}")
+    restore_model_fields(model, source)
+    written = save_model(model, dst)
+    report["nodes_after"] = len(model.graph.node)
+    return report, written
+
+
+def _passes(options: dict, signatures: dict) -> list[GraphPass]:
+    """The sanitize passes in order, as `options` switch them on."""
+    infer = options["infer_shapes"]
+    fold = options["fold_constants"]
+    cleanup, toposort = options["cleanup"], options["toposort"] or fold
+
+    def strip_rederivable(model):
+        # Decision: with shape inference on, existing value_info of standard ops is
+        # dropped and derived afresh before anything reads it. It may be stale from
+        # edits made before trtpipe, and constant folding trusts it: a wrong shape
+        # would be folded into a wrong Shape constant. Custom ops keep theirs.
+        stripped = len(value_info.strip_value_info(model, rederivable=infer))
+        return model, {"value_info_stripped_first": stripped + (_strip_subgraph_value_info(model) if infer else 0)}
+
+    def clean_and_sort(model):
+        cleaned = _cleanup_and_sort(model, cleanup=cleanup, toposort=toposort)
+        warnings = ["the graph was sorted topologically because constant folding requires it"] \
+            if fold and not options["toposort"] else []
+        return cleaned, {"dead_nodes_removed": len(model.graph.node) - len(cleaned.graph.node), "warnings": warnings}
+
+    def inferred(model):
+        return value_info.infer_shapes(model), {}
+
+    def folded(model):
+        result, count = _fold_constants(model, infer_shapes=infer)
+        warnings = []
+        if not cleanup and count:
+            warnings.append("constant folding also removed dead nodes (Polygraphy cleans up after each pass)")
+        return result, {"nodes_folded": count, "warnings": warnings}
+
+    def refreshed(model):
+        changed = value_info.changed_producers(signatures, value_info.producer_signatures(model))
+        stripped = value_info.strip_value_info(model, changed=changed)
+        if infer:
+            value_info.infer_shapes(model)
+        return model, {"value_info_stripped": len(stripped)}
+
+    def dynamic_dims(model):
+        rewritten = input_dims.clear_non_positive_io_dims(model)
+        if rewritten:
+            logger.info("sanitize: non-positive dim_value written as a dynamic dim (ONNX Runtime would take "
+                        "0 literally): %s", ", ".join(rewritten))
+        return model, {"dynamic_dims_made_explicit": rewritten}
+
+    def allowzero(model):
+        return model, {"reshape_allowzero_made_explicit": make_reshape_allowzero_explicit(model, default_opset(model))}
+
+    passes = [GraphPass("dynamic dimensions written as such", dynamic_dims, in_place=True),
+              GraphPass("stale value_info removal", strip_rederivable, in_place=True)]
+    if cleanup or toposort:
+        passes.append(GraphPass("cleanup and topological sort", clean_and_sort))
+    if infer:
+        passes.append(GraphPass("shape inference", inferred, in_place=True))
+    if fold:
+        passes.append(GraphPass("constant folding", folded))
+    passes.append(GraphPass("value_info refresh", refreshed, in_place=True))
+    if options["fix_reshape_allowzero"]:
+        passes.append(GraphPass("Reshape allowzero", allowzero, in_place=True))
+    return passes
+
+
+def _strip_subgraph_value_info(model: onnx.ModelProto) -> int:
+    """Drop the value_info of If/Loop/Scan bodies that shape inference derives again; returns how many.
+
+    Decision: as for the main graph, entries of standard ops' outputs go before
+    inference runs; a stale one in a body (an exporter's edit) otherwise survives,
+    and ONNX's strict inference rejects the model ("existing shape differ").
+    """
+    removed = 0
+    for graph in list(all_graphs(model.graph))[1:]:
+        produced = {output for node in graph.node if node.domain in DEFAULT_DOMAINS for output in node.output}
+        keep = [value for value in graph.value_info if value.name not in produced]
+        if len(keep) != len(graph.value_info):
+            removed += len(graph.value_info) - len(keep)
+            kept = [onnx.ValueInfoProto.FromString(value.SerializeToString()) for value in keep]
+            del graph.value_info[:]
+            graph.value_info.extend(kept)
+    return removed
+
+
+def _refuse_invalid_source(source: Path, source_problems: dict, result_problems: dict, report: dict) -> None:
+    """A `UserError` when the result fails the ONNX checker because the source already did.
 
     Decision: checked after sorting, so a merely unsorted export is fixed rather
     than rejected; what remains (a node reading a tensor nothing produces, an op
     unknown to its opset) would fail later in TensorRT's parser with a worse message.
+    The message quotes the checker on the user's own file, whole.
     """
-    try:
-        onnx.checker.check_model(str(path))
-    except onnx.checker.ValidationError as error:
-        first_line = " ".join(str(error).strip().splitlines()[0].split())[:200]
-        raise UserError(
-            f"model {source} is not a valid ONNX graph: {first_line}",
-            "re-export the model, or check it with `python -m onnx.checker`",
-        ) from None
+    if result_problems.get(validity.CHECKER) is None:
+        return
+    reason = source_problems.get(validity.CHECKER) or result_problems[validity.CHECKER]
+    # What failed on the way (a cycle stops the topological sort) says more than the checker alone.
+    also = "".join(f"; {undone['pass']} failed on it too: {undone['reason']}" for undone in report["undone"])
+    raise UserError(
+        f"model {source} is not a valid ONNX graph (onnx.checker on that file: {reason}{also})",
+        f"re-export the model; python -c \"import onnx; onnx.checker.check_model('{source}')\" shows the problem",
+    )
 
 
 def _cleanup_and_sort(model: onnx.ModelProto, *, cleanup: bool, toposort: bool) -> onnx.ModelProto:
@@ -140,40 +250,41 @@ def _cleanup_and_sort(model: onnx.ModelProto, *, cleanup: bool, toposort: bool) 
     if cleanup:
         graph.cleanup(remove_unused_graph_inputs=False)
     if toposort:
-        try:
-            graph.toposort()
-        except Exception as error:  # onnx-graphsurgeon raises its own exception type on a cycle
-            raise UserError(
-                f"the model graph cannot be sorted topologically ({' '.join(str(error).split())[:160]})",
-                "re-export the model; an ONNX graph must not contain cycles",
-            ) from None
+        # A failure here (onnx-graphsurgeon raises its own type on a cycle) undoes the pass; a model
+        # that really has a cycle is then refused by the checker, with the checker's words.
+        graph.toposort()
     return model_from_graph(graph, like=model)
 
 
-def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int, str | None]:
+def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int]:
+    """The folded model and how many nodes folding removed; `model` comes back as it was.
+
+    `PassRefused` when the folded graph reads tensors nothing produces (see the module docstring).
+    """
     nodes_before = len(model.graph.node)
     _load_what_folding_reads(model)
     # onnx-graphsurgeon folds Shape(start, end) into the whole shape: see shape_ranges.
     ranged_shapes = split_shape_ranges(model)
     folded = model
-    for partitioning in FOLD_PARTITIONINGS:
-        folded = polygraphy_fold_constants(
-            folded,
-            do_shape_inference=infer_shapes,
-            partitioning=partitioning,
-            fold_shapes=True,
-            error_ok=True,
-            size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
-            allow_onnxruntime_shape_inference=False,
-        )
+    try:
+        for partitioning in FOLD_PARTITIONINGS:
+            folded = polygraphy_fold_constants(
+                folded,
+                do_shape_inference=infer_shapes,
+                partitioning=partitioning,
+                fold_shapes=True,
+                error_ok=True,
+                size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
+                allow_onnxruntime_shape_inference=False,
+            )
+    finally:
+        restore_shape_ranges(model, ranged_shapes)  # the input model comes back as it was, whatever happens
     restore_shape_ranges(folded, ranged_shapes)
     dangling = _dangling_inputs(folded.graph)
     if dangling:
-        warning = (f"constant folding was undone: it left node inputs that nothing produces ({dangling[0]!r}; "
-                   "onnx-graphsurgeon inlining an If whose condition folds)")
-        restore_shape_ranges(model, ranged_shapes)
-        return model, 0, warning
-    return folded, nodes_before - len(folded.graph.node), None
+        raise PassRefused(f"it left node inputs that nothing produces ({dangling[0]!r}; "
+                          "onnx-graphsurgeon inlining an If whose condition folds)")
+    return folded, nodes_before - len(folded.graph.node)
 
 
 def _load_what_folding_reads(model: onnx.ModelProto) -> int:

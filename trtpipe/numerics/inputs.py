@@ -17,8 +17,10 @@ Decisions:
   integer input without a spec is a user error naming `data.inputs.<name>`.
   A float input without a spec gets uniform [0, 1) and a logged note.
   Integers are drawn from [low, high) (`high` exclusive, NumPy's convention).
-- Dynamic dimensions have no size to draw: the spec must give the full
-  `shape`, which must agree with every static dimension.
+- Dynamic dimensions (`input_dims`: dim_param, -1, 0, or an empty dim) have no
+  size to draw: the spec gives the full `shape` (or the build's profile 0 its
+  opt shape, filled in by data.py), which must agree with every static
+  dimension. A float input whose spec gives only a shape uses the default range.
 - Loaded inputs (`.npz`: one iteration keyed by input name; Polygraphy JSON:
   a list of feed dicts, as `polygraphy run --save-inputs` writes them, or one
   dict) are checked against the model when it is given: every input present,
@@ -39,7 +41,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from trtpipe.config.override_text import input_shape_override, input_spec_override
 from trtpipe.errors import UserError
+from trtpipe.graph import input_dims
 from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
 
 logger = logging.getLogger(__name__)
@@ -86,15 +90,11 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
     if dtype.kind in "OSU":
         raise UserError(f"model input {name!r} is a string tensor; strings cannot be generated",
                         "give its values in data.path (an .npz of np.array(values, dtype=str))")
+    if (spec is None or spec.get("low") is None or spec.get("high") is None) and not is_float(dtype) \
+            and dtype.kind != "b":
+        raise _integer_range_needed(value, dtype, spec)
     shape = _shape(value, spec)
     if spec is None:
-        if not is_float(dtype):
-            raise UserError(
-                f"model input {name!r} is {dtype} and has no sample-value spec; random values of an "
-                "integer input (ids, masks, indices) would be meaningless",
-                f"set data.inputs.{name} to {{low: ..., high: ..., dtype: {dtype}}} (high exclusive) "
-                "or give data.path",
-            )
         logger.info("input %s: no data.inputs.%s spec, drawing uniform [0, 1)", name, name)
         spec = {"low": DEFAULT_FLOAT_RANGE[0], "high": DEFAULT_FLOAT_RANGE[1]}
     low, high = _range(name, dtype, spec)
@@ -104,37 +104,73 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
     return name, lambda rng: rng.randint(int(low), int(high), size=shape, dtype=np.int64).astype(dtype)
 
 
+def _integer_range_needed(value: onnx.ValueInfoProto, dtype: np.dtype, spec: Mapping | None) -> UserError:
+    """An integer input without a range: one Fix that also gives the shape when the model lacks one.
+
+    Decision: the example range [0, 2) is valid for any index, mask or id input, so
+    the Fix works when pasted; the message asks for the real range (the vocabulary).
+    """
+    name = value.name
+    fields: dict = {"low": 0, "high": 2, "dtype": dtype.name}
+    declared = input_dims.dims(value)
+    if input_dims.is_dynamic(declared) and declared is not None and not (spec or {}).get("shape"):
+        fields["shape"] = input_dims.example_shape(declared)
+    override = input_spec_override(name, fields)
+    how = f"e.g. {override} with your real range" if override else "in data.path"
+    return UserError(
+        f"model input {name!r} is {dtype} and has no sample range (data.inputs.{name}.low/high); random values "
+        "of an integer input (ids, masks, indices) would be meaningless",
+        f"give its range, high exclusive (token ids: below the vocabulary size), {how}, or give data.path",
+    )
+
+
 def _shape(value: onnx.ValueInfoProto, spec: Mapping | None) -> list[int]:
     name = value.name
-    tensor_type = value.type.tensor_type
-    declared = (
-        [dim.dim_value if dim.HasField("dim_value") else None for dim in tensor_type.shape.dim]
-        if tensor_type.HasField("shape") else None
-    )
+    declared = input_dims.dims(value)  # the one rule: -1, 0, dim_param and empty dims are dynamic
+    shown = input_dims.shape_text(input_dims.labels(value))
     requested = None if spec is None else spec.get("shape")
     if requested is None:
-        if declared is None or None in declared:
-            shown = "unknown" if declared is None else ["?" if d is None else d for d in declared]
+        if input_dims.is_dynamic(declared):
             raise UserError(
                 f"model input {name!r} has dynamic dimensions (shape {shown}), so there is no size to draw",
-                f"set data.inputs.{name}.shape to a full shape, e.g. [1, 128]",
+                dynamic_shape_fix(name, declared),
             )
         return declared
     requested = [int(d) for d in requested]
-    if declared is not None and (
-        len(declared) != len(requested) or any(d is not None and d != r for d, r in zip(declared, requested))
-    ):
+    if not input_dims.fits(requested, declared) or any(size <= 0 for size in requested):
+        example = [max(1, size) for size in requested] if declared is None else input_dims.example_shape(declared)
         raise UserError(
-            f"data.inputs.{name}.shape {requested} does not fit the model's shape "
-            f"{['?' if d is None else d for d in declared]}",
-            "give a shape that keeps every static dimension",
+            f"data.inputs.{name}.shape {requested} does not fit the model's shape {shown}",
+            "give a positive size for every dimension and keep the fixed ones"
+            + (f", e.g. {override}" if (override := input_shape_override(name, example)) else ""),
         )
     return requested
+
+
+def dynamic_shape_fix(name: str, declared: list[int | None] | None) -> str:
+    """The Fix for an input with no size to draw: a pasteable override where one can be written.
+
+    Decision: with an unknown rank no override is offered as pasteable (any example
+    could have the wrong rank); the message says what to write instead.
+    """
+    if declared is None:
+        return (f"give its full shape in data.inputs.{name}.shape (the model does not declare its rank), "
+                "or give data.path")
+    example = input_shape_override(name, input_dims.example_shape(declared))
+    if example is None:  # a name Hydra's override grammar cannot spell ("x:0")
+        return "give the sample inputs in data.path (an .npz keyed by input name takes any name)"
+    return f"set its sample shape, e.g. {example}, or give build.profiles (profile 0's opt shape is then used)"
 
 
 def _range(name: str, dtype: np.dtype, spec: Mapping) -> tuple[float, float]:
     if dtype.kind == "b":
         low, high = spec.get("low", 0), spec.get("high", 2)
+    elif is_float(dtype) and spec.get("low") is None and spec.get("high") is None:
+        # Decision: a spec that gives only a shape (data.inputs.x.shape, or a profile's opt
+        # shape) keeps the default float range; asking for a range then would contradict the
+        # fix that asked for the shape.
+        logger.info("input %s: no low/high in data.inputs.%s, drawing uniform %s", name, name, DEFAULT_FLOAT_RANGE)
+        low, high = DEFAULT_FLOAT_RANGE
     elif "low" not in spec or "high" not in spec:
         raise UserError(
             f"data.inputs.{name} needs both low and high", f"set data.inputs.{name}.low and .high"
@@ -229,12 +265,9 @@ def _check_feeds(feeds: dict[str, np.ndarray], model: onnx.ModelProto, where: st
                         "rename or remove them")
     for name, value in declared.items():
         array = feeds[name] = as_declared(feeds[name], dtypes[name], name, where)
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
-        if value.type.tensor_type.HasField("shape") and (
-            len(dims) != array.ndim or any(d is not None and d != s for d, s in zip(dims, array.shape))
-        ):
+        if not input_dims.fits(array.shape, input_dims.dims(value)):
             raise UserError(
                 f"input {name!r} in {where} has shape {list(array.shape)}, the model expects "
-                f"{['?' if d is None else d for d in dims]}",
+                f"{input_dims.shape_text(input_dims.labels(value))}",
                 "save arrays of the model's input shape",
             )

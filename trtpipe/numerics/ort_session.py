@@ -176,8 +176,11 @@ def _with_weights_in_place(model: onnx.ModelProto, options: "ort.SessionOptions"
     return runnable
 
 
-def ort_reason(error: Exception, limit: int = 240) -> str:
-    """ONNX Runtime's message on one line, without its error-code prefix and C++ source location."""
+def ort_reason(error: Exception) -> str:
+    """ONNX Runtime's message on one line, without its error-code prefix and C++ source location.
+
+    Never shortened: the message is the user's only clue, and its end often names the node.
+    """
     text = " ".join(str(error).split())
     text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
     location = re.search(r"/onnxruntime_src/\S+:\d+ ", text)
@@ -189,7 +192,7 @@ def ort_reason(error: Exception, limit: int = 240) -> str:
                 rest = rest[index + 1:]
                 break
         text = text[:location.start()] + rest.strip()
-    return text[:limit]
+    return text
 
 
 def _numpy_dtype(ort_type: str) -> np.dtype | None:
@@ -215,7 +218,7 @@ def _session(source, options) -> "ort.InferenceSession":
     except Exception as error:  # ORT raises its own pybind exception types
         text = " ".join(str(error).split())
         if "is not a registered function/op" in text or "No Op registered for" in text:
-            op = text.split("Fatal error:")[-1].split(" is not")[0].strip() if "Fatal error:" in text else text[-120:]
+            op = text.split("Fatal error:")[-1].split(" is not")[0].strip() if "Fatal error:" in text else f"({text})"
             raise UserError(
                 f"ONNX Runtime cannot run this model: op {op} is not registered (a custom op?)",
                 "register its custom-op library with ONNX Runtime, or run without the model-running parts: "

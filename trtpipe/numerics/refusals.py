@@ -31,7 +31,8 @@ def refuse_unsupported_types(types: TensorTypes) -> None:
     if found:
         kinds = sorted({UNSUPPORTED_FLOAT_TYPES[types.types[name]] for name in found})
         raise UserError(
-            f"the candidate model has {'/'.join(kinds)} tensors ({', '.join(found[:5])}), which the "
+            f"the candidate model has {len(found)} {'/'.join(kinds)} tensor(s) ({', '.join(found[:5])}"
+            f"{f' and {len(found) - 5} more' if len(found) > 5 else ''}), which the "
             "FP16/BF16 emulation cannot reproduce",
             "validate this candidate on its TensorRT engine, or keep those tensors in FP16/FP32",
         )
@@ -42,7 +43,7 @@ def refuse_custom_low_precision(node: onnx.NodeProto, types: TensorTypes) -> Non
     if touched:
         raise UserError(
             f"node {node.name!r} ({node.domain}::{node.op_type}) uses low-precision tensors "
-            f"{touched[:3]}; the emulation cannot run a custom op on FP32 stand-ins",
+            f"{touched}; the emulation cannot run a custom op on FP32 stand-ins",
             KEEP_FP32_OR_USE_ENGINE,
         )
 

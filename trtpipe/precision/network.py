@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from trtpipe.graph import input_dims
 from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
 from trtpipe.graph.scopes import CONTROL_FLOW_OPS, name_all_nodes, rename_sibling_collisions, scoped_nodes
 from trtpipe.graph.subgraphs import all_graphs
@@ -88,10 +89,7 @@ def network_from_model(model: onnx.ModelProto) -> Network:
             if value.type.HasField("tensor_type"):
                 net.tensor_types[value.name] = value.type.tensor_type.elem_type
                 if value.type.tensor_type.HasField("shape"):
-                    net.tensor_shapes[value.name] = [
-                        d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
-                        for d in value.type.tensor_type.shape.dim
-                    ]
+                    net.tensor_shapes[value.name] = input_dims.dims(value)  # -1, 0, dim_param, empty: None
     for graph in all_graphs(model.graph):
         for tensor in graph.initializer:
             net.tensor_types[tensor.name] = tensor.data_type

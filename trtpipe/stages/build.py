@@ -175,8 +175,9 @@ def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_di
     failed = None
     if violations and config["audit"] == "error":
         failed = (f"precision audit: {len(violations)} node(s) the plan keeps FP32 run in low precision in the "
-                  f"engine ({', '.join(violations[:5])}{', ...' if len(violations) > 5 else ''}); "
-                  f"see build/{AUDIT}")
+                  f"engine ({', '.join(violations[:5])}"
+                  f"{f' and {len(violations) - 5} more' if len(violations) > 5 else ''}); "
+                  f"every one is in build/{AUDIT}")
     gpu = facts.get("gpu_name") or "unknown GPU"
     return StageOutcome(
         outputs={"engine": ENGINE, "layer_info": LAYER_INFO, "audit": AUDIT, "trtexec": TRTEXEC, "build_log": LOG},

@@ -19,8 +19,9 @@ class PlanPrecision(Stage):
     # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept;
     # 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional;
     # 8: stored-tensor (boundary) check, `boundaries` in the plan; flushing weights judged by their effect;
-    # 9: If/Loop/Scan bodies planned and materialised, FLOP share with the sample data's shapes
-    version = "9"
+    # 9: If/Loop/Scan bodies planned and materialised, FLOP share with the sample data's shapes;
+    # 10: dim_value <= 0 is dynamic (shapes, FLOPs)
+    version = "10"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.

@@ -10,7 +10,9 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class SanitizeModel(Stage):
     name = "sanitize"
-    version = "2"  # 2: also produces `reference`
+    # 2: also produces `reference`. 3: a pass that breaks a valid model is undone (also inside
+    # subgraphs), the result is held to the source's validity (full check, ONNX Runtime).
+    version = "3"
     consumes = ("model",)
     # `reference`: the same file, kept by kind so validate compares against the sanitized
     # model even after later stages replace `model`.
@@ -22,8 +24,12 @@ class SanitizeModel(Stage):
 
         report = sanitize_model(inputs["model"], out_dir / "model.onnx", **config)
         before, after = report.get("nodes_before"), report.get("nodes_after")
+        summary = f"{before} -> {after} nodes, {report.get('nodes_folded', 0)} folded"
+        # The whole reason, never shortened: it says why this model lost a pass.
+        summary += "".join(f"; {undone['pass']} undone for this model ({undone['reason']})"
+                           for undone in report.get("undone", ()))
         return StageOutcome(
             outputs={"model": "model.onnx", "reference": "model.onnx"},
-            summary=f"{before} -> {after} nodes, {report.get('nodes_folded', 0)} folded",
+            summary=summary,
             details=report,
         )

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 
 import onnx
 
+from trtpipe.config.override_text import profiles_override
 from trtpipe.errors import UserError
+from trtpipe.graph import input_dims
 
 ShapeSpec = Mapping[str, Sequence[int]]  # {"min": [...], "opt": [...], "max": [...]}
 KEYS = ("min", "opt", "max")
@@ -29,8 +31,10 @@ def input_shapes(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
     for value in model.graph.input:
         if value.name in initializers or not value.type.HasField("tensor_type"):
             continue
-        dims = value.type.tensor_type.shape.dim
-        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in dims]
+        # The one rule (graph/input_dims.py): only a positive dim_value is fixed.
+        sizes = input_dims.dims(value) or []
+        names = [dim.dim_param or None for dim in value.type.tensor_type.shape.dim]
+        shapes[value.name] = [size if size is not None else name for size, name in zip(sizes, names)]
     return shapes
 
 
@@ -43,10 +47,10 @@ def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, Sha
     shapes, dynamic = input_shapes(model), dynamic_inputs(model)
     if dynamic and not profiles:
         listed = ", ".join(f"{name} {_shape_text(dims)}" for name, dims in dynamic.items())
-        example = ",".join(f"{name}:{{min:[..],opt:[..],max:[..]}}" for name in dynamic)
         raise UserError(
             f"the model has dynamic inputs ({listed}) and build.profiles is empty",
-            f"give min/opt/max shapes for each of them, e.g. build.profiles=[{{{example}}}]",
+            f"give min/opt/max shapes for each of them (every dynamic size below is 1: widen max to the sizes "
+            f"you deploy), e.g. {example_profiles(dynamic)}",
         )
     result = []
     for index, profile in enumerate(profiles or ()):
@@ -64,6 +68,14 @@ def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, Sha
                             "give min/opt/max shapes for every dynamic input in every profile")
         result.append({name: _checked_spec(f"{where}.{name}", spec, shapes[name]) for name, spec in profile.items()})
     return result
+
+
+def example_profiles(dynamic: Mapping[str, Sequence]) -> str:
+    """A `build.profiles=...` override that fits `dynamic` (every dynamic size 1): it works when pasted."""
+    shapes = {name: [d if isinstance(d, int) else 1 for d in dims] for name, dims in dynamic.items()}
+    return profiles_override(shapes) or (
+        "build.profiles in a config file (the input names cannot be written on the command line): "
+        + "; ".join(f"{name}: {{min: {s}, opt: {s}, max: {s}}}" for name, s in shapes.items()))
 
 
 def _checked_spec(where: str, spec, dims: list) -> dict[str, list[int]]:
