@@ -59,7 +59,7 @@ def test_integer_spec_is_respected(transformer):
 
 
 def test_missing_integer_spec_is_a_user_error_naming_the_key(transformer):
-    with pytest.raises(UserError, match="'attention_mask' is int64.*Fix: .*'\+\+data.inputs.attention_mask=\{low:0,high:2,dtype:int64\}'"):
+    with pytest.raises(UserError, match=r"'attention_mask' is int64.*Fix: .*'\+\+data.inputs.attention_mask=\{low:0,high:2,dtype:int64\}'"):
         generate_inputs(transformer, {"input_ids": SPECS["input_ids"]}, seed=0, iterations=1)
 
 
