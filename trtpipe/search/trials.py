@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 
 from trtpipe.precision.materialize import materialize
+from trtpipe.validate.compare import _BOUNDS as JUDGED_METRICS  # (metric, bound field, upper) per judged metric
 from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.validate.localize import Localization, localize_results
@@ -43,17 +44,21 @@ class Trial:
     """One line of the trial log."""
 
     trial: int
-    step: str  # "automatic plan", "all low precision", "grow", "shrink"
+    step: str  # "automatic plan", "all low precision", "heavy", "cheap" (see fp32_set.py)
     fp32_count: int  # nodes computing in FP32 in this trial's plan (searched and fixed)
     fp32_added: list[str]  # relative to the plan the step started from
     fp32_removed: list[str]
     passed: bool
     worst: dict | None  # {output, metric, value, bound, ratio}
     seconds: float
+    low_precision_flop_share: float = 0.0  # share of the MatMul/Gemm/Conv FLOPs computed in low precision
+    errors: dict = field(default_factory=dict)  # metric -> its worst value over the outputs
 
     def to_json(self) -> dict:
         entry = asdict(self)
         entry["worst"] = worst_json(self.worst)
+        entry["low_precision_flop_share"] = round(self.low_precision_flop_share, 6)
+        entry["errors"] = {key: json_float(value) for key, value in self.errors.items()}
         entry.pop("seconds")  # artifacts hold no wall-clock times (byte-identical reruns)
         return entry
 
@@ -66,6 +71,7 @@ class Outcome:
     worst: dict | None
     verdict: CandidateVerdict
     seconds: float = 0.0
+    errors: dict = field(default_factory=dict)  # metric -> worst value over the outputs
 
 
 @dataclass
@@ -109,7 +115,8 @@ class TrialRunner:
             "search", self._reference, [runner.run(feeds) for feeds in self.feeds_list], self.outputs,
             self.tolerances,
         )
-        outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), verdict)
+        outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), verdict,
+                          errors=worst_per_metric(verdict))
         outcome.seconds = time.perf_counter() - start
         self._cache[fp32] = outcome
         return outcome
@@ -150,6 +157,26 @@ def worst_json(worst: dict | None) -> dict | None:
     return {key: json_float(value) if isinstance(value, float) else value for key, value in worst.items()}
 
 
+def worst_per_metric(verdict: CandidateVerdict) -> dict[str, float]:
+    """Per metric the comparator judges by (compare.py's bounds, so new metrics join by
+    themselves), its worst value over the outputs, plus the non-finite count."""
+    worst: dict[str, float] = {}
+    for judged in verdict.outputs.values():
+        if judged.metrics is None:
+            continue
+        worst["nonfinite"] = worst.get("nonfinite", 0) + int(judged.metrics.nonfinite)
+        for metric, _, upper in JUDGED_METRICS:
+            value = getattr(judged.metrics, metric, None)
+            if value is None:
+                continue
+            value = float(value)
+            if metric not in worst or math.isnan(value):
+                worst[metric] = value
+            elif not math.isnan(worst[metric]):
+                worst[metric] = max(worst[metric], value) if upper else min(worst[metric], value)
+    return worst
+
+
 def worst_bound(verdict: CandidateVerdict, tolerances: Tolerances) -> dict | None:
     """The output metric closest to (or furthest past) its bound; see the module docstring."""
     worst = None
@@ -163,21 +190,22 @@ def worst_bound(verdict: CandidateVerdict, tolerances: Tolerances) -> dict | Non
                 worst = entry
             continue
         tolerance = tolerances.for_output(output)
-        for metric, bound_name in (("max_abs", "max_abs"), ("max_rel", "max_rel"), ("cosine", "cosine_min"),
-                                   ("psnr", "psnr_min")):
-            bound, value = getattr(tolerance, bound_name), getattr(judged.metrics, metric)
+        for metric, bound_name, upper in JUDGED_METRICS:
+            bound, value = getattr(tolerance, bound_name, None), getattr(judged.metrics, metric, None)
             if bound is None or value is None:
                 continue
-            ratio = bound_ratio(metric, value, bound)
+            ratio = bound_ratio(metric, value, bound, upper)
             if worst is None or (worst["metric"] != "nonfinite" and ratio > worst["ratio"]):
                 worst = {"output": output, "metric": metric, "value": value, "bound": bound, "ratio": ratio}
     return worst
 
 
-def bound_ratio(metric: str, value: float, bound: float) -> float:
+def bound_ratio(metric: str, value: float, bound: float, upper: bool = True) -> float:
     """How much of its allowance a metric uses: <= 1 passes, > 1 fails."""
     if math.isnan(value):
         return math.inf
+    if not upper and metric not in ("cosine", "psnr"):  # another lower bound: bound / value
+        return math.inf if value <= 0.0 else max(bound, 0.0) / value
     if metric == "cosine":
         allowed, used = 1.0 - bound, 1.0 - value
     elif metric == "psnr":
