@@ -92,7 +92,7 @@ class SearchConfig:
     # Opt-in: replace the automatic FP32 set by the smallest set (found by trial) that
     # passes these tolerances under the faithful FP16 emulation.
     enabled: bool = False
-    max_trials: int = 64
+    max_trials: int = 30
     # Interpolated from validate.* in conf/precision/default.yaml, so the search and the
     # validation judge by the same bounds.
     tolerance: Dict[str, Any] = field(default_factory=dict)

@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "6"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept
+    version = "6s"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept; 6s: search maximises the FLOP share, search.json format 2 (Pareto front)
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -89,7 +89,7 @@ def _rules_against_tensorrt(model_path: Path, net, matches, backend) -> dict:
 
 
 def _search(model, decisions, feeds, config, out_dir: Path):
-    """Replace the automatic plan by the smallest passing FP32 set the search finds."""
+    """Replace the automatic plan by the passing plan with the most low-precision FLOPs the search finds."""
     from trtpipe.search.fp32_set import search_fp32_set
     from trtpipe.validate.compare import Tolerances
 
@@ -100,11 +100,13 @@ def _search(model, decisions, feeds, config, out_dir: Path):
     for trial in result.trials:
         log.debug("search trial %d (%s): %d FP32, %s, %.3fs", trial.trial, trial.step, trial.fp32_count,
                   "passed" if trial.passed else "failed", trial.seconds)
-    log.info("precision search: %d trials in %.2fs", len(result.trials), result.seconds)
+    log.info("precision search: %d trials in %.2fs, %.1f%% FLOPs low precision", len(result.trials), result.seconds,
+             100 * result.low_precision_flop_share)
     (out_dir / "search_rules.yaml").write_text(result.rules_yaml)
     (out_dir / "search.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
     automatic = len(result.automatic_fp32_nodes) + len(result.fixed_fp32_nodes)
     verdict = "passing" if result.passed else "NO passing set found"
-    note = (f"; search: {automatic} -> {result.fp32_count} FP32 nodes, {verdict}, "
+    share = f"{result.trials[0].low_precision_flop_share:.1%} -> {result.low_precision_flop_share:.1%} FLOPs low"
+    note = (f"; search: {automatic} -> {result.fp32_count} FP32 nodes, {share}, {verdict}, "
             f"{len(result.trials)} trials (rules in precision/search_rules.yaml)")
     return result.decisions, note
