@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "6s"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept; 6s: search maximises the FLOP share, search.json format 2 (Pareto front)
+    version = "7s"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept; 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional (t5 helper); 7s: search maximises the FLOP share, search.json format 2 (Pareto front) (search helper)
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
