@@ -32,11 +32,13 @@ Algorithm (every step deterministic: orders are FLOPs, ranks, topological order)
    (a released chunk is a contiguous stretch, which joins low-precision
    regions and removes Casts rather than adding them): first those neither
    sensitive nor automatic-FP32, then the other non-suspects, then the
-   suspects one by one.
+   suspects one by one. A single node whose release passes but needs more
+   Casts than the plan it starts from stays FP32 (cut out of an FP32 island,
+   it costs two Casts and saves no FLOPs).
 5. Confirm: nodes found needed against a larger plan are tried again against
    the final one while the budget lasts.
-The answer is the passing trial with the highest FLOP share (fewest FP32
-nodes on a tie, `pareto.chosen_trial`); `search.json` records every trial
+The answer is the passing trial with the highest FLOP share (fewest Casts,
+then FP32 nodes on a tie, `pareto.chosen_trial`); `search.json` records every trial
 (FP32 count, FLOP share, worst value per metric, passed), the Pareto front of
 FLOP share against error, and the chosen plan with the reason.
 
@@ -221,7 +223,7 @@ def _heavy_then_cheap(steps: SearchSteps, split: PlanSplit, ranking: list[Sensit
     first = [n for n in cheap if n not in sensitive and n not in automatic]
     second = [n for n in cheap if n not in first and not _suspect(ranking, rank, n)]
     singles = [[n] for n in cheap if _suspect(ranking, rank, n)]
-    state, _ = steps.release(state, [first, second, *singles], "cheap", max_trials)
+    state, _ = steps.release(state, [first, second, *singles], "cheap", max_trials, no_more_casts=True)
     steps.confirm(state, [n for n in split.searchable if n in state], "confirm")
 
 
@@ -239,7 +241,8 @@ def _why(chosen: Trial | None, automatic: Trial, steps: SearchSteps) -> str:
                 "reach by precision alone; the automatic plan is kept")
     text = (f"the passing trial with the highest low-precision FLOP share ({chosen.low_precision_flop_share:.1%}, "
             f"automatic plan {automatic.low_precision_flop_share:.1%}"
-            f"{'' if automatic.passed else ', which fails'}); fewest FP32 nodes among equal shares")
+            f"{'' if automatic.passed else ', which fails'}); among equal shares the fewest Casts "
+            f"({chosen.casts}), then FP32 nodes")
     if len(steps.log) >= steps.max_trials:
         text += f"; max_trials ({steps.max_trials}) reached"
     return text
@@ -285,8 +288,12 @@ def _final_decisions(net, decisions, split: PlanSplit, final, steps: SearchSteps
         elif name in final:
             failed = steps.needed_in(final, name)
             kind = (f"{share.flops(name):,} FLOPs" if share.heavy(name) else "no heavy FLOPs: costs only Casts")
-            why = (f"trial {failed.trial} moving it to {low} alone failed ({_worst_text(failed.worst)})" if failed
-                   else f"not tried alone against the final plan: max_trials ({steps.max_trials}) reached")
+            if failed is None:
+                why = f"not tried alone against the final plan: max_trials ({steps.max_trials}) reached"
+            elif failed.passed:
+                why = f"trial {failed.trial} moving it to {low} alone passed but needed more Casts ({failed.casts})"
+            else:
+                why = f"trial {failed.trial} moving it to {low} alone failed ({_worst_text(failed.worst)})"
             result[name] = Decision("fp32", f"accuracy search: kept FP32 ({kind}), {why}", "search",
                                     original.observed_max_abs)
         else:

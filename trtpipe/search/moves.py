@@ -4,7 +4,8 @@
 with its FLOP share; `SearchSteps.release` tries to move a chunk of FP32 nodes
 to low precision, keeps the move when the plan passes, and otherwise splits the
 chunk in two and tries each half, down to single nodes, which are then known
-to be needed (given the rest of the plan at that moment). `until` bounds the
+to be needed (given the rest of the plan at that moment). For a single cheap
+node, a move that passes but adds Casts is refused too. `until` bounds the
 trial count of one phase so a later phase keeps some budget.
 """
 
@@ -52,6 +53,7 @@ class SearchSteps:
             seconds=outcome.seconds,
             low_precision_flop_share=self.share.share(fp32),
             errors=dict(outcome.errors),
+            casts=outcome.casts,
         )
         self.log.append(trial)
         self.trial_of[fp32] = trial
@@ -62,8 +64,11 @@ class SearchSteps:
         return outcome
 
     def release(self, state: frozenset[str], chunks: list[list[str]], step: str, until: int,
-                split_by_flops: bool = False) -> tuple[frozenset[str], bool]:
+                split_by_flops: bool = False, no_more_casts: bool = False) -> tuple[frozenset[str], bool]:
         """Move `chunks` of FP32 nodes to low precision in order (see the module docstring).
+        `no_more_casts`: a single node whose move passes but needs more Casts than the current plan
+        is refused like a failing one (for cheap nodes, whose only cost is their Casts; a chunk is
+        kept when it passes: it frees many nodes, and the Casts it adds go with later chunks).
         Returns the final state and whether any move was kept (then the state is a passing plan)."""
         pending = [list(chunk) for chunk in chunks if chunk]
         moved = False
@@ -75,7 +80,10 @@ class SearchSteps:
             outcome = self.trial(smaller, step, state, until)
             if outcome is None:
                 break
-            if outcome.passed:
+            current = self.trial_of.get(state)
+            costlier = (no_more_casts and len(chunk) == 1 and current is not None
+                        and self.trial_of[smaller].casts > current.casts)
+            if outcome.passed and not costlier:
                 state, moved = smaller, True
             elif len(chunk) > 1:
                 middle = self._middle(chunk) if split_by_flops else len(chunk) // 2
@@ -92,7 +100,7 @@ class SearchSteps:
             stale = [[name] for name in order if name in state and self.needed.get(name, (None, None))[1] != state]
             if not stale or self.spent >= self.max_trials:
                 return state
-            state, _ = self.release(state, stale, step, self.max_trials)
+            state, _ = self.release(state, stale, step, self.max_trials, no_more_casts=True)
 
     def needed_in(self, final: frozenset[str], name: str) -> Trial | None:
         """The trial that failed without `name` alone, when it was run against `final` itself."""

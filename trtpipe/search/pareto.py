@@ -9,7 +9,10 @@
   different outputs compare). Failing trials belong on the front too: they show
   what more FP16 would have cost.
 - `chosen_trial`: the passing trial with the highest FLOP share; ties go to
-  fewer FP32 nodes (fewer Casts, in general), then to the earlier trial.
+  fewer Casts (each costs a kernel and a memory round trip in the engine),
+  then fewer FP32 nodes, then the earlier trial. The chosen plan may sit
+  behind the front in error: at equal share, a plan with fewer Casts is
+  preferred to a more accurate one, since both pass.
 """
 
 from __future__ import annotations
@@ -72,12 +75,12 @@ def chosen_trial(trials: list[Trial]) -> Trial | None:
     passing = [trial for trial in trials if trial.passed]
     if not passing:
         return None
-    return min(passing, key=lambda t: (-t.low_precision_flop_share, t.fp32_count, t.trial))
+    return min(passing, key=lambda t: (-t.low_precision_flop_share, t.casts, t.fp32_count, t.trial))
 
 
 def front_json(front: list[Trial]) -> list[dict]:
     return [{"trial": t.trial, "low_precision_flop_share": round(t.low_precision_flop_share, 6),
-             "error_ratio": _json_ratio(error_of(t)), "passed": t.passed, "fp32_count": t.fp32_count}
+             "error_ratio": _json_ratio(error_of(t)), "passed": t.passed, "fp32_count": t.fp32_count, "casts": t.casts}
             for t in front]
 
 
@@ -92,6 +95,7 @@ def chosen_json(chosen: Trial | None, automatic: Trial | None, why: str) -> dict
         "trial": chosen.trial,
         "low_precision_flop_share": round(chosen.low_precision_flop_share, 6),
         "fp32_count": chosen.fp32_count,
+        "casts": chosen.casts,
         "error_ratio": _json_ratio(error_of(chosen)),
         "why": why,
     }

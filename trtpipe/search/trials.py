@@ -53,6 +53,7 @@ class Trial:
     seconds: float
     low_precision_flop_share: float = 0.0  # share of the MatMul/Gemm/Conv FLOPs computed in low precision
     errors: dict = field(default_factory=dict)  # metric -> its worst value over the outputs
+    casts: int = 0  # Casts the materialiser inserted (each boundary between precisions costs one)
 
     def to_json(self) -> dict:
         entry = asdict(self)
@@ -72,6 +73,7 @@ class Outcome:
     verdict: CandidateVerdict
     seconds: float = 0.0
     errors: dict = field(default_factory=dict)  # metric -> worst value over the outputs
+    casts: int = 0  # Casts the materialiser inserted for this plan
 
 
 @dataclass
@@ -109,14 +111,14 @@ class TrialRunner:
         if fp32 in self._cache:
             return self._cache[fp32]
         start = time.perf_counter()
-        candidate, _ = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
+        candidate, report = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
         runner = EmulatedRunner(candidate)
         verdict = compare_candidate(
             "search", self._reference, [runner.run(feeds) for feeds in self.feeds_list], self.outputs,
             self.tolerances,
         )
         outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), verdict,
-                          errors=worst_per_metric(verdict))
+                          errors=worst_per_metric(verdict), casts=int(report["casts_added"]["count"]))
         outcome.seconds = time.perf_counter() - start
         self._cache[fp32] = outcome
         return outcome
