@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+import numpy as np
 import onnx
 import pytest
 
@@ -32,7 +33,7 @@ from trtpipe.precision.materialize import materialize
 from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
 from trtpipe.precision.planner import plan_precision
 from trtpipe.search.fp32_set import search_fp32_set
-from trtpipe.search.pareto import error_of
+from trtpipe.search.pareto import error_of, memory_cost
 from trtpipe.validate.compare import Tolerances, compare_candidate
 
 TOLERANCES = Tolerances.from_mapping({"cosine_min": 0.9999, "max_rel": 0.0025})
@@ -110,7 +111,7 @@ def test_pareto_front_and_chosen_plan():
     best = max(t.low_precision_flop_share for t in passing)
     chosen = result.trials[result.chosen["trial"] - 1]
     assert chosen.passed and chosen.low_precision_flop_share == best == result.low_precision_flop_share
-    assert chosen.casts == min(t.casts for t in passing if t.low_precision_flop_share == best)
+    assert memory_cost(chosen) == min(memory_cost(t) for t in passing if t.low_precision_flop_share == best)
     assert chosen.trial in front or any(t.low_precision_flop_share == best for t in result.pareto)
 
 
@@ -149,3 +150,28 @@ def test_builtin_t5_search_reaches_80_percent_within_30_trials(max_rel):
     assert automatic.passed == (max_rel == 0.1)
     assert result.passed and len(result.trials) <= 30
     assert result.low_precision_flop_share >= max(0.8, automatic.low_precision_flop_share)
+
+
+def test_a_model_without_heavy_nodes_is_still_searched():
+    # A decomposed LayerNorm on values of a few hundred: Pow overflows FP16, nothing has FLOPs to
+    # count, so the search starts its cheap phase from "every searched node FP32" (tried first).
+    from onnx import TensorProto, helper
+
+    from trtpipe.models._builders import GraphBuilder, add_decomposed_layer_norm
+
+    builder = GraphBuilder()
+    weight = builder.initializer("ln.weight", np.linspace(0.5, 1.5, 32, dtype=np.float32))
+    bias = builder.initializer("ln.bias", np.zeros(32, dtype=np.float32))
+    out = add_decomposed_layer_norm(builder, "/ln", "x", weight, bias, -1, 1e-5)
+    builder.rename_tensor(out, "y")
+    model = builder.model("ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])], 13, "")
+    name_nodes_as_parser_does(model)
+    feeds = sample_feeds(model, {"seed": 0, "iterations": 1, "path": None, "sha256": None,
+                                 "inputs": {"x": {"low": -600.0, "high": 600.0, "dtype": "float32"}}})
+    decisions, _ = plan_precision(network_from_model(model), precision_config(), feeds)
+    result = search_fp32_set(model, decisions, feeds, Tolerances.from_mapping({"cosine_min": 0.999}), max_trials=12)
+    steps = [trial.step for trial in result.trials]
+    assert steps[:3] == ["automatic plan", "all low precision", "all searched FP32"] and "cheap" in steps
+    assert result.passed and not result.trials[1].passed
+    assert "/ln/Pow" in result.fp32_nodes and len(result.fp32_nodes) < len(result.automatic_fp32_nodes)

@@ -113,7 +113,7 @@ def test_trial_log_records_every_trial(name, fuse):
     assert trials[1].step == "all low precision" and not trials[1].passed
     assert trials[1].fp32_removed == result.automatic_fp32_nodes
     for trial in trials[2:]:
-        assert trial.step in ("heavy", "cheap", "confirm")
+        assert trial.step in ("heavy", "cheap", "confirm", "all searched FP32")
         assert trial.fp32_removed and not trial.fp32_added  # every move releases FP32 nodes
         assert trial.worst["metric"] in ("max_rel", "cosine", "psnr", "nonfinite") and trial.seconds > 0
         assert trial.passed == (trial.worst["ratio"] <= 1.0)
@@ -129,7 +129,7 @@ def test_trial_log_records_every_trial(name, fuse):
             continue
         without = trials[int(reason.split("), trial ")[1].split()[0]) - 1]
         assert without.fp32_count == result.fp32_count - 1
-        assert ("alone passed but needed more Casts" in reason) == without.passed  # else it failed
+        assert ("alone passed but needed" in reason) == without.passed  # else it failed
         confirmed += 1
     assert confirmed or not result.fp32_nodes
     json.dumps(result.to_json(), allow_nan=False)

@@ -27,18 +27,20 @@ Algorithm (every step deterministic: orders are FLOPs, ranks, topological order)
    chunk in two halves of equal FLOPs and try each. The first trial is
    "every heavy node low, every cheap node FP32"; a node that fails alone
    stays FP32. The overflowing heavy nodes are tried alone last. The phase
-   leaves `max_trials // 5` trials to the next one.
+   leaves `max_trials // 5` trials to the next one. When no heavy node could
+   go (or the model has none), "every searched node FP32" is tried so the
+   cheap phase starts from a plan known to pass.
 4. Cheap phase: release the cheap FP32 nodes, in chunks in topological order
    (a released chunk is a contiguous stretch, which joins low-precision
    regions and removes Casts rather than adding them): first those neither
    sensitive nor automatic-FP32, then the other non-suspects, then the
-   suspects one by one. A single node whose release passes but needs more
-   Casts than the plan it starts from stays FP32 (cut out of an FP32 island,
-   it costs two Casts and saves no FLOPs).
+   suspects one by one. A single node whose release passes but raises the
+   memory cost (Casts + FP32 nodes, `pareto.memory_cost`) stays FP32 (cut
+   out of an FP32 island, it costs two Casts and saves no FLOPs).
 5. Confirm: nodes found needed against a larger plan are tried again against
    the final one while the budget lasts.
-The answer is the passing trial with the highest FLOP share (fewest Casts,
-then FP32 nodes on a tie, `pareto.chosen_trial`); `search.json` records every trial
+The answer is the passing trial with the highest FLOP share (the lowest
+Casts + FP32 nodes on a tie, `pareto.chosen_trial`); `search.json` records every trial
 (FP32 count, FLOP share, worst value per metric, passed), the Pareto front of
 FLOP share against error, and the chosen plan with the reason.
 
@@ -217,8 +219,10 @@ def _heavy_then_cheap(steps: SearchSteps, split: PlanSplit, ranking: list[Sensit
     everything = frozenset(split.searchable)
     reserve = max_trials // 5 if cheap else 0
     state, moved = steps.release(everything, chunks, "heavy", max_trials - reserve, split_by_flops=True)
-    if not moved:
-        return  # no heavy move passed: nothing known to pass to shrink from (the automatic plan may)
+    if not moved:  # no heavy node, or none could go: the cheap phase needs a passing plan to start from
+        outcome = steps.trial(everything, "all searched FP32", frozenset(split.automatic_fp32))
+        if outcome is None or not outcome.passed:
+            return  # the tolerance is out of reach (or the budget spent): the automatic plan may still pass
     automatic = set(split.automatic_fp32)
     first = [n for n in cheap if n not in sensitive and n not in automatic]
     second = [n for n in cheap if n not in first and not _suspect(ranking, rank, n)]
@@ -241,8 +245,8 @@ def _why(chosen: Trial | None, automatic: Trial, steps: SearchSteps) -> str:
                 "reach by precision alone; the automatic plan is kept")
     text = (f"the passing trial with the highest low-precision FLOP share ({chosen.low_precision_flop_share:.1%}, "
             f"automatic plan {automatic.low_precision_flop_share:.1%}"
-            f"{'' if automatic.passed else ', which fails'}); among equal shares the fewest Casts "
-            f"({chosen.casts}), then FP32 nodes")
+            f"{'' if automatic.passed else ', which fails'}); among equal shares the fewest Casts + FP32 "
+            f"nodes ({chosen.casts} + {chosen.fp32_count})")
     if len(steps.log) >= steps.max_trials:
         text += f"; max_trials ({steps.max_trials}) reached"
     return text
@@ -291,7 +295,8 @@ def _final_decisions(net, decisions, split: PlanSplit, final, steps: SearchSteps
             if failed is None:
                 why = f"not tried alone against the final plan: max_trials ({steps.max_trials}) reached"
             elif failed.passed:
-                why = f"trial {failed.trial} moving it to {low} alone passed but needed more Casts ({failed.casts})"
+                why = (f"trial {failed.trial} moving it to {low} alone passed but needed {failed.casts} Casts "
+                       "(more memory traffic than it saves)")
             else:
                 why = f"trial {failed.trial} moving it to {low} alone failed ({_worst_text(failed.worst)})"
             result[name] = Decision("fp32", f"accuracy search: kept FP32 ({kind}), {why}", "search",

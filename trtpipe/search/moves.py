@@ -5,7 +5,8 @@ with its FLOP share; `SearchSteps.release` tries to move a chunk of FP32 nodes
 to low precision, keeps the move when the plan passes, and otherwise splits the
 chunk in two and tries each half, down to single nodes, which are then known
 to be needed (given the rest of the plan at that moment). For a single cheap
-node, a move that passes but adds Casts is refused too. `until` bounds the
+node, a move that passes but costs more memory traffic (pareto.memory_cost) is
+refused too. `until` bounds the
 trial count of one phase so a later phase keeps some budget.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from trtpipe.search.pareto import FlopShare
+from trtpipe.search.pareto import FlopShare, memory_cost
 from trtpipe.search.trials import Outcome, Trial, TrialRunner
 
 PROGRESS = logging.getLogger("trtpipe")  # the pipeline logger: its INFO lines reach the console
@@ -66,9 +67,10 @@ class SearchSteps:
     def release(self, state: frozenset[str], chunks: list[list[str]], step: str, until: int,
                 split_by_flops: bool = False, no_more_casts: bool = False) -> tuple[frozenset[str], bool]:
         """Move `chunks` of FP32 nodes to low precision in order (see the module docstring).
-        `no_more_casts`: a single node whose move passes but needs more Casts than the current plan
-        is refused like a failing one (for cheap nodes, whose only cost is their Casts; a chunk is
-        kept when it passes: it frees many nodes, and the Casts it adds go with later chunks).
+        `no_more_casts`: a single node whose move passes but raises the plan's `memory_cost` (it needs
+        two or more extra Casts) is refused like a failing one (for cheap nodes, whose only cost is
+        memory traffic; a chunk is kept when it passes: it frees many nodes, and the Casts it adds
+        go with later chunks).
         Returns the final state and whether any move was kept (then the state is a passing plan)."""
         pending = [list(chunk) for chunk in chunks if chunk]
         moved = False
@@ -82,7 +84,7 @@ class SearchSteps:
                 break
             current = self.trial_of.get(state)
             costlier = (no_more_casts and len(chunk) == 1 and current is not None
-                        and self.trial_of[smaller].casts > current.casts)
+                        and memory_cost(self.trial_of[smaller]) > memory_cost(current))
             if outcome.passed and not costlier:
                 state, moved = smaller, True
             elif len(chunk) > 1:

@@ -9,10 +9,16 @@
   different outputs compare). Failing trials belong on the front too: they show
   what more FP16 would have cost.
 - `chosen_trial`: the passing trial with the highest FLOP share; ties go to
-  fewer Casts (each costs a kernel and a memory round trip in the engine),
-  then fewer FP32 nodes, then the earlier trial. The chosen plan may sit
-  behind the front in error: at equal share, a plan with fewer Casts is
-  preferred to a more accurate one, since both pass.
+  the lowest `memory_cost`, then fewer Casts, then the earlier trial. The
+  chosen plan may sit behind the front in error: at equal share a cheaper
+  plan is preferred to a more accurate one, since both pass.
+
+Decision: `memory_cost` = Casts + FP32 nodes. Past the heavy FLOPs, what the
+precision of a plan changes is memory traffic: a Cast is one extra pass over
+a tensor, and a cheap (memory-bound) node kept FP32 moves twice the bytes of
+its FP16 form, about one extra pass too. Counting only Casts would prefer the
+all-FP32 plan (no Casts) whenever the FLOP shares tie; counting only FP32
+nodes would cut FP32 islands into pieces that each cost two Casts.
 """
 
 from __future__ import annotations
@@ -75,7 +81,12 @@ def chosen_trial(trials: list[Trial]) -> Trial | None:
     passing = [trial for trial in trials if trial.passed]
     if not passing:
         return None
-    return min(passing, key=lambda t: (-t.low_precision_flop_share, t.casts, t.fp32_count, t.trial))
+    return min(passing, key=lambda t: (-t.low_precision_flop_share, memory_cost(t), t.casts, t.trial))
+
+
+def memory_cost(trial: Trial) -> int:
+    """Casts + FP32 nodes (see the module docstring)."""
+    return trial.casts + trial.fp32_count
 
 
 def front_json(front: list[Trial]) -> list[dict]:
