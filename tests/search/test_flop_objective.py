@@ -96,6 +96,15 @@ def test_t5_like_search_reaches_80_percent_fp16_flops_within_30_trials():
     assert verdict.passed, verdict.reasons
 
 
+def test_the_switched_emulation_changes_nothing_but_the_time():
+    result, _ = searched()
+    assert result.emulation["switched"] >= len(result.trials) - 1 and result.emulation["not_switched"] is None
+    model, decisions, feeds = t5_inputs()
+    full = search_fp32_set(model, decisions, feeds, TOLERANCES, switched=False)
+    assert full.emulation == {"switched": 0, "full": len(full.trials), "not_switched": "switched emulation turned off"}
+    assert [t.to_json() for t in full.trials] == [t.to_json() for t in result.trials]
+
+
 def test_pareto_front_and_chosen_plan():
     result, _ = searched()
     front = {t.trial for t in result.pareto}

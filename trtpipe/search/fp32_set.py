@@ -5,7 +5,9 @@ groups, every node above `precision.auto.max_abs`, big MatMuls included); the
 search asks the emulator what the sample inputs actually need. A trial is one
 plan: materialise it, run it on the faithful FP16 emulator, judge it against the
 FP32 reference with the validate stage's tolerances (`trtpipe.search.trials`;
-the reference run is made once and reused by every trial and localisation).
+the reference run is made once and reused by every trial and localisation,
+and the emulated graph is built once, its rounding points switched per plan:
+`trtpipe.search.switched`).
 
 Objective: maximise the low-precision share of the heavy FLOPs (MatMul, Gemm,
 Conv: `pareto.FlopShare`) under the tolerance; among plans with the same share,
@@ -78,7 +80,7 @@ from trtpipe.precision.auto_constants import constant_decisions
 from trtpipe.precision.decisions import Decision, LOW_PRECISIONS, MATERIALIZE_AS
 from trtpipe.precision.network import Network, name_nodes_as_parser_does, network_from_model
 from trtpipe.precision.plan_document import computes_low
-from trtpipe.search.moves import SearchSteps
+from trtpipe.search.moves import PROGRESS, SearchSteps
 from trtpipe.search.pareto import FlopShare, chosen_json, chosen_trial, front_json, pareto_front
 from trtpipe.search.rules_yaml import assumed_settings, fp32_rules, rules_yaml
 from trtpipe.search.sensitivity import Sensitivity, rank_by_sensitivity
@@ -107,6 +109,7 @@ class SearchResult:
     low_precision_flop_share: float = 0.0  # of the final plan
     pareto: list[Trial] = field(default_factory=list)
     chosen: dict = field(default_factory=dict)  # {trial, low_precision_flop_share, fp32_count, error_ratio, why}
+    emulation: dict = field(default_factory=dict)  # trials on the switched / full emulation, why not switched
 
     @property
     def fp32_count(self) -> int:
@@ -118,6 +121,7 @@ class SearchResult:
             "passed": self.passed,
             "low_precision_flop_share": round(self.low_precision_flop_share, 6),
             "chosen": self.chosen,
+            "emulation": self.emulation,
             "pareto_front": front_json(self.pareto),
             "fp32_nodes": self.fp32_nodes,
             "fixed_fp32_nodes": self.fixed_fp32_nodes,
@@ -153,8 +157,10 @@ def search_fp32_set(
     max_trials: int = DEFAULT_MAX_TRIALS,
     low_precision: str = "fp16",
     keep_io_types: bool = True,
+    switched: bool = True,
 ) -> SearchResult:
-    """Search from the automatic plan `decisions` (from `plan_precision` on `model`); see the module docstring."""
+    """Search from the automatic plan `decisions` (from `plan_precision` on `model`); see the module docstring.
+    `switched=False` evaluates every trial on its own emulated graph (trials.py)."""
     if low_precision not in LOW_PRECISIONS:
         raise UserError(f"low_precision is {low_precision!r}", f"use one of {', '.join(LOW_PRECISIONS)}")
     if max_trials < 2:
@@ -167,7 +173,7 @@ def search_fp32_set(
     split = split_plan(net, decisions, low_precision)
     feeds_list = [feeds] if isinstance(feeds, Mapping) else list(feeds)
     runner = TrialRunner(working, split.fixed_precision, split.searchable, feeds_list, tolerances,
-                         low_precision, keep_io_types)
+                         low_precision, keep_io_types, switched)
     share = FlopShare(net, split.searchable, split.fixed_low)
     steps = SearchSteps(runner, max_trials, share)
     automatic = frozenset(split.automatic_fp32)
@@ -182,6 +188,13 @@ def search_fp32_set(
     chosen = chosen_trial(steps.log)
     final = _plan_of(steps, chosen) if chosen is not None else automatic
     outcome = runner.evaluate(final)  # cached: every chosen plan was a trial
+    if runner.emulations["switched"] and runner.evaluate_in_full(final).passed != outcome.passed:
+        # Decision: the switched emulation is tested bit for bit against the full one; should a model
+        # ever make them disagree, the search is run again the slow way rather than trusted.
+        PROGRESS.warning("precision search: the switched emulation disagrees with the full one on the chosen "
+                         "plan; searching again with one emulated graph per trial")
+        return search_fp32_set(model, decisions, feeds, tolerances, max_trials=max_trials,
+                               low_precision=low_precision, keep_io_types=keep_io_types, switched=False)
     fp32_nodes = [name for name in split.searchable if name in final]
     rules = fp32_rules(net, fp32_nodes)
     respected = any(d.source == "authored" for d in decisions.values()) if authored_decisions(net) else None
@@ -203,6 +216,7 @@ def search_fp32_set(
         low_precision_flop_share=share.share(final),
         pareto=pareto_front(steps.log),
         chosen=chosen_json(chosen, automatic_trial, _why(chosen, automatic_trial, steps)),
+        emulation={**runner.emulations, "not_switched": runner.not_switched},
     )
 
 

@@ -8,8 +8,9 @@ the same plan.
 
 Decisions:
 - The reference is the FP32 input model under `ReferenceRunner`, run once; a
-  trial is a materialise + one emulated run per sample input (~0.05 s on the
-  built-in models).
+  trial is a materialise + one emulated run per sample input, on one switched
+  emulated graph built once for the whole search (`switched.py`), or on the
+  candidate's own emulated graph where the switched one does not apply.
 - Trials are cached by their FP32 set: the search may reach the same plan by
   two paths (bisection re-testing the all-low plan) and never pays twice.
 - `worst` names the output and metric closest to (or furthest beyond) its
@@ -37,6 +38,7 @@ from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.validate.localize import Localization, localize_results
 from trtpipe.numerics.metrics import json_float
 from trtpipe.numerics.reference import ReferenceRunner
+from trtpipe.search.switched import SwitchedEmulation, why_not_switched
 
 
 @dataclass
@@ -85,6 +87,7 @@ class TrialRunner:
     tolerances: Tolerances
     low_precision: str = "fp16"
     keep_io_types: bool = True
+    switched: bool = True  # evaluate plans on one switched emulation where it applies (switched.py)
     _reference: list[dict[str, np.ndarray]] = field(default_factory=list, init=False)
     _reference_exposed: list[dict[str, np.ndarray]] | None = field(default=None, init=False)
     _cache: dict[frozenset, Outcome] = field(default_factory=dict, init=False)
@@ -94,6 +97,10 @@ class TrialRunner:
         self.outputs = list(reference.graph_outputs)
         self._reference = [reference.run(feeds) for feeds in self.feeds_list]
         self.fixed_fp32 = [name for name, precision in self.fixed_precision.items() if precision == "fp32"]
+        self.not_switched = why_not_switched(self.model, self.low_precision, self.keep_io_types) if self.switched \
+            else "switched emulation turned off"
+        self._switched: SwitchedEmulation | None = None
+        self.emulations = {"switched": 0, "full": 0}  # how the trials were evaluated
 
     def node_precision(self, fp32: frozenset[str]) -> dict[str, str]:
         """The materialiser's plan: fixed nodes as decided, searched nodes FP32 or low precision."""
@@ -112,16 +119,33 @@ class TrialRunner:
             return self._cache[fp32]
         start = time.perf_counter()
         candidate, report = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
-        runner = EmulatedRunner(candidate)
-        verdict = compare_candidate(
-            "search", self._reference, [runner.run(feeds) for feeds in self.feeds_list], self.outputs,
-            self.tolerances,
-        )
+        verdict = compare_candidate("search", self._reference, self._emulated(candidate, report), self.outputs,
+                                    self.tolerances)
         outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), verdict,
                           errors=worst_per_metric(verdict), casts=int(report["casts_added"]["count"]))
         outcome.seconds = time.perf_counter() - start
         self._cache[fp32] = outcome
         return outcome
+
+    def evaluate_in_full(self, fp32: frozenset[str]) -> CandidateVerdict:
+        """The verdict of the plan on its own emulated graph (the validate stage's way), uncached."""
+        candidate, _ = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
+        runner = EmulatedRunner(candidate)
+        return compare_candidate("search", self._reference, [runner.run(feeds) for feeds in self.feeds_list],
+                                 self.outputs, self.tolerances)
+
+    def _emulated(self, candidate: onnx.ModelProto, report: dict) -> list[dict[str, np.ndarray]]:
+        """The candidate's outputs per sample input: on the switched emulation when the candidate
+        maps onto it, else on the candidate's own emulated graph."""
+        if self.not_switched is None and self._switched is None:
+            self._switched = SwitchedEmulation(self.model)
+        switches = self._switched.switches(candidate, report) if self._switched else None
+        if switches is not None:
+            self.emulations["switched"] += 1
+            return [self._switched.run(feeds, switches) for feeds in self.feeds_list]
+        self.emulations["full"] += 1
+        runner = EmulatedRunner(candidate)
+        return [runner.run(feeds) for feeds in self.feeds_list]
 
     def localize(self, fp32: frozenset[str]) -> list[Localization]:
         """Per sample input, where the plan's intermediates go wrong. The plan is materialised again
