@@ -100,8 +100,8 @@ def _search(model, decisions, feeds, config, out_dir: Path):
     for trial in result.trials:
         log.debug("search trial %d (%s): %d FP32, %s, %.3fs", trial.trial, trial.step, trial.fp32_count,
                   "passed" if trial.passed else "failed", trial.seconds)
-    log.info("precision search: %d trials in %.2fs, %.1f%% FLOPs low precision", len(result.trials), result.seconds,
-             100 * result.low_precision_flop_share)
+    log.info("precision search: %d trials in %.2fs, %.1f%% FLOPs low precision; emulation: %s", len(result.trials),
+             result.seconds, 100 * result.low_precision_flop_share, result.emulation)
     (out_dir / "search_rules.yaml").write_text(result.rules_yaml)
     (out_dir / "search.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
     automatic = len(result.automatic_fp32_nodes) + len(result.fixed_fp32_nodes)
