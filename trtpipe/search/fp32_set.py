@@ -24,8 +24,8 @@ Algorithm (every step deterministic: orders are FLOPs, ranks, topological order)
    sensitivity (`trtpipe.search.sensitivity`); heavy nodes whose values leave
    the low-precision range (overflow, inf/NaN) are kept FP32 from the start.
 3. Heavy phase: from "every searched node FP32", release the heavy nodes to low
-   precision by binary splitting, largest FLOPs first (ties: least sensitive
-   first): try the whole chunk; if the plan passes keep it, else split the
+   precision by binary splitting, largest FLOPs first (ties: topological
+   order): try the whole chunk; if the plan passes keep it, else split the
    chunk in two halves of equal FLOPs and try each. The first trial is
    "every heavy node low, every cheap node FP32"; a node that fails alone
    stays FP32. The overflowing heavy nodes are tried alone last. The phase
@@ -45,6 +45,17 @@ The answer is the passing trial with the highest FLOP share (the lowest
 Casts + FP32 nodes on a tie, `pareto.chosen_trial`); `search.json` records every trial
 (FP32 count, FLOP share, worst value per metric, passed), the Pareto front of
 FLOP share against error, and the chosen plan with the reason.
+
+Decision: ties among heavy nodes go by topological order, not by the
+sensitivity ranking. Binary splitting needs the nodes that must stay FP32 to
+sit together in the order; neighbouring layers err alike, so topological
+order groups them (and what stays FP32 forms contiguous runs: fewer Casts).
+The all-low ranking is noise for heavy nodes (everything after the first
+collapsed norm is wrong), and so is the error each node adds under the
+"heavy low, cheap FP32" plan: measured on the built-in t5 at max_rel 5e-4,
+topological order reached 83% FLOPs low precision, the ranking 62% (least
+sensitive first) or 86% (most sensitive first), the added error 76% / 86%;
+at 7e-4 all reached 98.8-99.4%.
 
 Why not grow from all-low by sensitivity (the first version): localisation
 names where error *enters*, which on a transformer is the big MatMuls as often
@@ -228,7 +239,8 @@ def _heavy_then_cheap(steps: SearchSteps, split: PlanSplit, ranking: list[Sensit
     out_of_range = {e.node for e in ranking if e.overflow or e.nonfinite}
     heavy = [name for name in split.searchable if share.heavy(name)]
     cheap = [name for name in split.searchable if not share.heavy(name)]
-    releasable = sorted((n for n in heavy if n not in out_of_range), key=lambda n: (-share.flops(n), -rank[n]))
+    topological = {name: index for index, name in enumerate(split.searchable)}
+    releasable = sorted((n for n in heavy if n not in out_of_range), key=lambda n: (-share.flops(n), topological[n]))
     chunks = [releasable] + [[name] for name in heavy if name in out_of_range]
     everything = frozenset(split.searchable)
     reserve = max_trials // 5 if cheap else 0

@@ -18,7 +18,7 @@ Ties keep topological order, so the ranking is deterministic. `suspect`
 (origin, inf/NaN or overflow) marks the nodes with direct evidence: the
 search releases suspect cheap nodes one by one, last; heavy nodes whose values
 leave the low-precision range (overflow, inf/NaN) start FP32 and are tried
-alone last; among heavy nodes of equal FLOPs the least sensitive go first.
+alone last.
 
 Decision: the ranking is only an order. What is kept FP32 is decided by
 trials (fp32_set.py), so a wrong guess here costs trials, not accuracy.
