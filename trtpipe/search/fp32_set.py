@@ -217,7 +217,8 @@ def search_fp32_set(
         fixed_fp32_nodes=[name for name in net.names if split.fixed_precision.get(name) == "fp32"],
         automatic_fp32_nodes=list(split.automatic_fp32),
         node_precision=runner.node_precision(final),
-        decisions=_final_decisions(net, decisions, split, final, steps, share, chosen is not None, low_precision),
+        decisions=_final_decisions(net, decisions, split, final, steps, share, chosen is not None, low_precision,
+                                   {e.node for e in ranking if e.overflow or e.nonfinite}),
         rules=rules,
         rules_yaml=rules_yaml(rules, len(fp32_nodes), settings, split.constant_guarded, split.user_rule_nodes),
         trials=steps.log,
@@ -306,7 +307,7 @@ def split_plan(net: Network, decisions: Mapping[str, Decision], low_precision: s
 
 
 def _final_decisions(net, decisions, split: PlanSplit, final, steps: SearchSteps, share: FlopShare, passed,
-                     low) -> dict:
+                     low, out_of_range: set[str]) -> dict:
     result = {}
     for name in net.names:
         original = decisions[name]
@@ -320,6 +321,8 @@ def _final_decisions(net, decisions, split: PlanSplit, final, steps: SearchSteps
             kind = (f"{share.flops(name):,} FLOPs" if share.heavy(name) else "no heavy FLOPs: costs only Casts")
             if failed is None:
                 why = f"not tried alone against the final plan: max_trials ({steps.max_trials}) reached"
+                if name in out_of_range:
+                    why = f"its values leave the {low} range in the FP32 reference ({why})"
             elif failed.passed:
                 why = (f"trial {failed.trial} moving it to {low} alone passed but needed {failed.casts} Casts "
                        "(more memory traffic than it saves)")
