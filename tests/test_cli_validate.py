@@ -80,7 +80,12 @@ def test_search_recipe_finds_a_smaller_passing_fp32_set(workdir):
     search = json.loads((run.run_dir / stage["outputs"]["search_log"]["path"]).read_text())
     automatic = len(search["automatic_fp32_nodes"]) + len(search["fixed_fp32_nodes"])
     assert search["passed"] and search["fp32_count"] <= automatic
-    assert search["trials"] and all({"fp32_count", "passed", "worst"} <= set(t) for t in search["trials"])
+    assert search["trials"] and all({"fp32_count", "passed", "worst", "low_precision_flop_share", "errors"} <= set(t)
+                                    for t in search["trials"])
+    assert len(search["trials"]) <= 30 and search["pareto_front"]
+    chosen = search["trials"][search["chosen"]["trial"] - 1]
+    assert chosen["passed"] and search["low_precision_flop_share"] == chosen["low_precision_flop_share"]
+    assert search["low_precision_flop_share"] >= search["trials"][0]["low_precision_flop_share"]  # the automatic plan
     rules = yaml.safe_load((run.run_dir / stage["outputs"]["search_rules"]["path"]).read_text())
     assert rules["precision"]["rules"]
     assert report_of(run)["passed"]  # validation re-run on the searched plan

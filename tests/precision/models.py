@@ -19,7 +19,7 @@ DEFAULT_PRECISION = {
     "default": "fp16", "rules": {}, "keep_io_types": True, "on_unmatched": "error", "respect_authored": True,
     "auto": {"max_abs": 4096.0, "constants": "keep_fp32", "normalization": True, "softmax": False,
              "island_size": 0},
-    "search": {"enabled": False, "max_trials": 64, "tolerance": {}, "outputs": {}},
+    "search": {"enabled": False, "max_trials": 30, "tolerance": {}, "outputs": {}},
     "list_only": False,
 }
 

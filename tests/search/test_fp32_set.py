@@ -80,6 +80,7 @@ def test_search_passes_with_no_more_fp32_than_the_automatic_plan(name, fuse):
     automatic = fp32_of(automatic_plan(name, fuse))
     assert result.passed
     assert result.fp32_count <= len(automatic)
+    assert result.low_precision_flop_share >= result.trials[0].low_precision_flop_share
     assert set(result.fixed_fp32_nodes) <= automatic  # the constants guard, kept as the automatic plan had it
     # Validation re-run from scratch on the final plan passes.
     model, _, feeds = inputs(name, fuse)
@@ -93,8 +94,9 @@ def test_search_passes_with_no_more_fp32_than_the_automatic_plan(name, fuse):
 def test_search_keeps_far_fewer_nodes_fp32_on_decomposed_norms():
     # Decomposed norms: the automatic plan keeps whole groups, the search only what overflows or drifts.
     transformer, nafnet = searched("transformer", False), searched("nafnet", False)
-    assert (transformer.fp32_count, len(fp32_of(automatic_plan("transformer", False)))) == (16, 48)
-    assert (nafnet.fp32_count, len(fp32_of(automatic_plan("nafnet", False)))) == (10, 36)
+    # Measured: transformer 48 -> 17 (16 with one more Cast), nafnet 36 -> 10.
+    assert 2 * transformer.fp32_count < len(fp32_of(automatic_plan("transformer", False))) == 48
+    assert 3 * nafnet.fp32_count < len(fp32_of(automatic_plan("nafnet", False))) == 36
     assert all(name.endswith(("/Pow", "/ReduceMean_1", "/Add", "/Sqrt")) for name in nafnet.fp32_nodes)
     # Fused LayerNormalization computes its variance in FP32 inside the op: nothing but the guard is needed.
     fused = searched("transformer", True)
@@ -105,24 +107,31 @@ def test_search_keeps_far_fewer_nodes_fp32_on_decomposed_norms():
 def test_trial_log_records_every_trial(name, fuse):
     result = searched(name, fuse)
     trials = result.trials
-    assert [t.trial for t in trials] == list(range(1, len(trials) + 1)) and len(trials) <= 64
+    assert [t.trial for t in trials] == list(range(1, len(trials) + 1)) and len(trials) <= 30
     assert trials[0].step == "automatic plan" and trials[0].passed
     assert trials[0].fp32_count == len(fp32_of(automatic_plan(name, fuse)))
     assert trials[1].step == "all low precision" and not trials[1].passed
     assert trials[1].fp32_removed == result.automatic_fp32_nodes
     for trial in trials[2:]:
-        assert trial.step in ("grow", "shrink")
-        assert trial.fp32_added if trial.step == "grow" else trial.fp32_removed
+        assert trial.step in ("heavy", "cheap", "confirm", "all searched FP32")
+        assert trial.fp32_removed and not trial.fp32_added  # every move releases FP32 nodes
         assert trial.worst["metric"] in ("max_rel", "rel_l2", "cosine", "psnr", "nonfinite") and trial.seconds > 0
         assert trial.passed == (trial.worst["ratio"] <= 1.0)
     assert any(t.passed and t.fp32_count == result.fp32_count for t in trials)
-    # Every node the search kept FP32 was tried without (the final plan minus that node alone), and
-    # that trial failed; the trial may come from the grow phase, which reached the same plan.
+    # A node the search kept FP32 and tried without (the final plan minus that node alone) names the
+    # failing trial; the others say the budget ran out first.
+    confirmed = 0
     for node in result.fp32_nodes:
         reason = result.decisions[node].reason
-        assert reason.startswith("accuracy search: kept FP32, trial ")
-        without = trials[int(reason.split("trial ")[1].split()[0]) - 1]
-        assert not without.passed and without.fp32_count == result.fp32_count - 1
+        assert reason.startswith("accuracy search: kept FP32 (")
+        if "max_trials (30) reached" in reason:
+            assert len(trials) == 30
+            continue
+        without = trials[int(reason.split("), trial ")[1].split()[0]) - 1]
+        assert without.fp32_count == result.fp32_count - 1
+        assert ("alone passed but needed" in reason) == without.passed  # else it failed
+        confirmed += 1
+    assert confirmed or not result.fp32_nodes
     json.dumps(result.to_json(), allow_nan=False)
 
 
@@ -146,8 +155,8 @@ def test_rules_snippet_reproduces_the_plan_with_the_stated_settings(name, fuse):
 
 def test_rules_are_compact_regexes_per_scope():
     rules = searched("nafnet", False).rules
-    assert rules["search_fp32_encoders_0_encoders_0_0_norm1"] == {
-        "match": "regex", "pattern": r"/encoders\.0/encoders\.0\.0/norm1/(Pow|ReduceMean_1)", "precision": "fp32",
+    assert rules["search_fp32_encoders_0_encoders_0_0_norm2"] == {
+        "match": "regex", "pattern": r"/encoders\.0/encoders\.0\.0/norm2/(Pow|ReduceMean_1)", "precision": "fp32",
     }
 
 

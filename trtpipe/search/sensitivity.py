@@ -16,10 +16,12 @@ Evidence, strongest first (the sort key, compared in this order):
 6. the relative error itself, then the output magnitude.
 Ties keep topological order, so the ranking is deterministic. `suspect`
 (origin, inf/NaN or overflow) marks the nodes with direct evidence: the
-search adds them first when growing and tries them one by one when shrinking.
+search releases suspect cheap nodes one by one, last; heavy nodes whose values
+leave the low-precision range (overflow, inf/NaN) start FP32 and are tried
+alone last.
 
 Decision: the ranking is only an order. What is kept FP32 is decided by
-trials (search.py), so a wrong guess here costs trials, not accuracy.
+trials (fp32_set.py), so a wrong guess here costs trials, not accuracy.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ the same plan.
 
 Decisions:
 - The reference is the FP32 input model under `ReferenceRunner`, run once; a
-  trial is a materialise + one emulated run per sample input (~0.05 s on the
-  built-in models).
+  trial is a materialise + one emulated run per sample input, on one switched
+  emulated graph built once for the whole search (`switched.py`), or on the
+  candidate's own emulated graph where the switched one does not apply.
 - Trials are cached by their FP32 set: the search may reach the same plan by
   two paths (bisection re-testing the all-low plan) and never pays twice.
 - `worst` names the output and metric closest to (or furthest beyond) its
@@ -32,11 +33,13 @@ import numpy as np
 import onnx
 
 from trtpipe.precision.materialize import materialize
-from trtpipe.validate.compare import BOUNDS, CandidateVerdict, Tolerances, compare_candidate
+from trtpipe.validate.compare import BOUNDS as JUDGED_METRICS  # (metric, bound field, upper) per judged metric
+from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.validate.localize import Localization, localize_results
 from trtpipe.numerics.metrics import json_float
 from trtpipe.numerics.reference import ReferenceRunner
+from trtpipe.search.switched import SwitchedEmulation, why_not_switched
 
 
 @dataclass
@@ -44,17 +47,22 @@ class Trial:
     """One line of the trial log."""
 
     trial: int
-    step: str  # "automatic plan", "all low precision", "grow", "shrink"
+    step: str  # "automatic plan", "all low precision", "heavy", "cheap" (see fp32_set.py)
     fp32_count: int  # nodes computing in FP32 in this trial's plan (searched and fixed)
     fp32_added: list[str]  # relative to the plan the step started from
     fp32_removed: list[str]
     passed: bool
     worst: dict | None  # {output, metric, value, bound, ratio}
     seconds: float
+    low_precision_flop_share: float = 0.0  # share of the MatMul/Gemm/Conv FLOPs computed in low precision
+    errors: dict = field(default_factory=dict)  # metric -> its worst value over the outputs
+    casts: int = 0  # Casts the materialiser inserted (each boundary between precisions costs one)
 
     def to_json(self) -> dict:
         entry = asdict(self)
         entry["worst"] = worst_json(self.worst)
+        entry["low_precision_flop_share"] = round(self.low_precision_flop_share, 6)
+        entry["errors"] = {key: json_float(value) for key, value in self.errors.items()}
         entry.pop("seconds")  # artifacts hold no wall-clock times (byte-identical reruns)
         return entry
 
@@ -67,6 +75,8 @@ class Outcome:
     worst: dict | None
     verdict: CandidateVerdict
     seconds: float = 0.0
+    errors: dict = field(default_factory=dict)  # metric -> worst value over the outputs
+    casts: int = 0  # Casts the materialiser inserted for this plan
 
 
 @dataclass
@@ -78,6 +88,7 @@ class TrialRunner:
     tolerances: Tolerances
     low_precision: str = "fp16"
     keep_io_types: bool = True
+    switched: bool = True  # evaluate plans on one switched emulation where it applies (switched.py)
     _reference: list[dict[str, np.ndarray]] = field(default_factory=list, init=False)
     _reference_exposed: list[dict[str, np.ndarray]] | None = field(default=None, init=False)
     _cache: dict[frozenset, Outcome] = field(default_factory=dict, init=False)
@@ -87,6 +98,10 @@ class TrialRunner:
         self.outputs = list(reference.graph_outputs)
         self._reference = [reference.run(feeds) for feeds in self.feeds_list]
         self.fixed_fp32 = [name for name, precision in self.fixed_precision.items() if precision == "fp32"]
+        self.not_switched = why_not_switched(self.model, self.low_precision, self.keep_io_types) if self.switched \
+            else "switched emulation turned off"
+        self._switched: SwitchedEmulation | None = None
+        self.emulations = {"switched": 0, "full": 0}  # how the trials were evaluated
 
     def node_precision(self, fp32: frozenset[str]) -> dict[str, str]:
         """The materialiser's plan: fixed nodes as decided, searched nodes FP32 or low precision."""
@@ -104,16 +119,34 @@ class TrialRunner:
         if fp32 in self._cache:
             return self._cache[fp32]
         start = time.perf_counter()
-        candidate, _ = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
-        runner = EmulatedRunner(candidate)
-        verdict = compare_candidate(
-            "search", self._reference, [runner.run(feeds) for feeds in self.feeds_list], self.outputs,
-            self.tolerances,
-        )
-        outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), verdict)
+        candidate, report = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
+        verdict = compare_candidate("search", self._reference, self._emulated(candidate, report), self.outputs,
+                                    self.tolerances)
+        outcome = Outcome(verdict.passed, worst_bound(verdict, self.tolerances), verdict,
+                          errors=worst_per_metric(verdict), casts=int(report["casts_added"]["count"]))
         outcome.seconds = time.perf_counter() - start
         self._cache[fp32] = outcome
         return outcome
+
+    def evaluate_in_full(self, fp32: frozenset[str]) -> CandidateVerdict:
+        """The verdict of the plan on its own emulated graph (the validate stage's way), uncached."""
+        candidate, _ = materialize(self.model, self.node_precision(fp32), keep_io_types=self.keep_io_types)
+        runner = EmulatedRunner(candidate)
+        return compare_candidate("search", self._reference, [runner.run(feeds) for feeds in self.feeds_list],
+                                 self.outputs, self.tolerances)
+
+    def _emulated(self, candidate: onnx.ModelProto, report: dict) -> list[dict[str, np.ndarray]]:
+        """The candidate's outputs per sample input: on the switched emulation when the candidate
+        maps onto it, else on the candidate's own emulated graph."""
+        if self.not_switched is None and self._switched is None:
+            self._switched = SwitchedEmulation(self.model)
+        switches = self._switched.switches(candidate, report) if self._switched else None
+        if switches is not None:
+            self.emulations["switched"] += 1
+            return [self._switched.run(feeds, switches) for feeds in self.feeds_list]
+        self.emulations["full"] += 1
+        runner = EmulatedRunner(candidate)
+        return [runner.run(feeds) for feeds in self.feeds_list]
 
     def localize(self, fp32: frozenset[str]) -> list[Localization]:
         """Per sample input, where the plan's intermediates go wrong. The plan is materialised again
@@ -151,6 +184,26 @@ def worst_json(worst: dict | None) -> dict | None:
     return {key: json_float(value) if isinstance(value, float) else value for key, value in worst.items()}
 
 
+def worst_per_metric(verdict: CandidateVerdict) -> dict[str, float]:
+    """Per metric the comparator judges by (compare.py's bounds, so new metrics join by
+    themselves), its worst value over the outputs, plus the non-finite count."""
+    worst: dict[str, float] = {}
+    for judged in verdict.outputs.values():
+        if judged.metrics is None:
+            continue
+        worst["nonfinite"] = worst.get("nonfinite", 0) + int(judged.metrics.nonfinite)
+        for metric, _, upper in JUDGED_METRICS:
+            value = getattr(judged.metrics, metric, None)
+            if value is None:
+                continue
+            value = float(value)
+            if metric not in worst or math.isnan(value):
+                worst[metric] = value
+            elif not math.isnan(worst[metric]):
+                worst[metric] = max(worst[metric], value) if upper else min(worst[metric], value)
+    return worst
+
+
 def worst_bound(verdict: CandidateVerdict, tolerances: Tolerances) -> dict | None:
     """The output metric closest to (or furthest past) its bound; see the module docstring."""
     worst = None
@@ -164,20 +217,22 @@ def worst_bound(verdict: CandidateVerdict, tolerances: Tolerances) -> dict | Non
                 worst = entry
             continue
         tolerance = tolerances.for_output(output)
-        for metric, bound_name, _ in BOUNDS:
-            bound, value = getattr(tolerance, bound_name), getattr(judged.metrics, metric)
+        for metric, bound_name, upper in JUDGED_METRICS:
+            bound, value = getattr(tolerance, bound_name, None), getattr(judged.metrics, metric, None)
             if bound is None or value is None:
                 continue
-            ratio = bound_ratio(metric, value, bound)
+            ratio = bound_ratio(metric, value, bound, upper)
             if worst is None or (worst["metric"] != "nonfinite" and ratio > worst["ratio"]):
                 worst = {"output": output, "metric": metric, "value": value, "bound": bound, "ratio": ratio}
     return worst
 
 
-def bound_ratio(metric: str, value: float, bound: float) -> float:
+def bound_ratio(metric: str, value: float, bound: float, upper: bool = True) -> float:
     """How much of its allowance a metric uses: <= 1 passes, > 1 fails."""
     if math.isnan(value):
         return math.inf
+    if not upper and metric not in ("cosine", "psnr"):  # another lower bound: bound / value
+        return math.inf if value <= 0.0 else max(bound, 0.0) / value
     if metric == "cosine":
         allowed, used = 1.0 - bound, 1.0 - value
     elif metric == "psnr":

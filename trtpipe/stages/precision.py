@@ -20,8 +20,9 @@ class PlanPrecision(Stage):
     # 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional;
     # 8: stored-tensor (boundary) check, `boundaries` in the plan; flushing weights judged by their effect;
     # 9: If/Loop/Scan bodies planned and materialised, FLOP share with the sample data's shapes;
-    # 10: dim_value <= 0 is dynamic (shapes, FLOPs)
-    version = "10"
+    # 10: dim_value <= 0 is dynamic (shapes, FLOPs);
+    # 11: the search maximises the FLOP share, search.json format 2 (Pareto front)
+    version = "11"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -100,7 +101,7 @@ def _rules_against_tensorrt(model_path: Path, net, matches, backend) -> dict:
 
 
 def _search(model, decisions, feeds, config, out_dir: Path):
-    """Replace the automatic plan by the smallest passing FP32 set the search finds."""
+    """Replace the automatic plan by the passing plan with the most low-precision FLOPs the search finds."""
     from trtpipe.search.fp32_set import search_fp32_set
     from trtpipe.validate.compare import Tolerances
 
@@ -111,11 +112,13 @@ def _search(model, decisions, feeds, config, out_dir: Path):
     for trial in result.trials:
         log.debug("search trial %d (%s): %d FP32, %s, %.3fs", trial.trial, trial.step, trial.fp32_count,
                   "passed" if trial.passed else "failed", trial.seconds)
-    log.info("precision search: %d trials in %.2fs", len(result.trials), result.seconds)
+    log.info("precision search: %d trials in %.2fs, %.1f%% FLOPs low precision; emulation: %s", len(result.trials),
+             result.seconds, 100 * result.low_precision_flop_share, result.emulation)
     (out_dir / "search_rules.yaml").write_text(result.rules_yaml)
     (out_dir / "search.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
     automatic = len(result.automatic_fp32_nodes) + len(result.fixed_fp32_nodes)
     verdict = "passing" if result.passed else "NO passing set found"
-    note = (f"; search: {automatic} -> {result.fp32_count} FP32 nodes, {verdict}, "
+    share = f"{result.trials[0].low_precision_flop_share:.1%} -> {result.low_precision_flop_share:.1%} FLOPs low"
+    note = (f"; search: {automatic} -> {result.fp32_count} FP32 nodes, {share}, {verdict}, "
             f"{len(result.trials)} trials (rules in precision/search_rules.yaml)")
     return result.decisions, note
