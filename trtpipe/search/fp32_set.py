@@ -26,8 +26,11 @@ Algorithm (every step deterministic: orders are FLOPs, ranks, topological order)
 3. Heavy phase: from "every searched node FP32", release the heavy nodes to low
    precision by binary splitting, largest FLOPs first (ties: topological
    order): try the whole chunk; if the plan passes keep it, else split the
-   chunk in two halves of equal FLOPs and try each. The first trial is
-   "every heavy node low, every cheap node FP32"; a node that fails alone
+   chunk in two halves of equal FLOPs and try each. The first chunk is the
+   heavy nodes the automatic plan already runs in low precision (with every
+   cheap node FP32 that plan keeps the automatic FLOP share at most the
+   automatic plan's error from heavy nodes, so one trial usually secures it),
+   then the heavy nodes it keeps FP32; a node that fails alone
    stays FP32. The overflowing heavy nodes are tried alone last. The phase
    leaves `max_trials // 5` trials to the next one. When no heavy node could
    go (or the model has none), "every searched node FP32" is tried so the
@@ -232,17 +235,31 @@ def search_fp32_set(
     )
 
 
+def _overflows(ranking: list[Sensitivity], node: str) -> bool:
+    return any(e.node == node and e.overflow for e in ranking)
+
+
 def _heavy_then_cheap(steps: SearchSteps, split: PlanSplit, ranking: list[Sensitivity], share: FlopShare,
                       max_trials: int) -> None:
     """Steps 3-5 of the module docstring."""
     rank = {entry.node: index for index, entry in enumerate(ranking)}
     sensitive = {e.node for e in ranking if e.suspect or e.normalization or e.failed}
     out_of_range = {e.node for e in ranking if e.overflow or e.nonfinite}
+    automatic = set(split.automatic_fp32)
     heavy = [name for name in split.searchable if share.heavy(name)]
+    # A heavy node the automatic plan runs in low precision has its reference values in range (the
+    # range rule checked them); inf/NaN in the all-low plan only says an earlier node broke.
+    out_of_range -= {n for n in heavy if n not in automatic and not _overflows(ranking, n)}
     cheap = [name for name in split.searchable if not share.heavy(name)]
     topological = {name: index for index, name in enumerate(split.searchable)}
-    releasable = sorted((n for n in heavy if n not in out_of_range), key=lambda n: (-share.flops(n), topological[n]))
-    chunks = [releasable] + [[name] for name in heavy if name in out_of_range]
+    by_flops = lambda n: (-share.flops(n), topological[n])  # noqa: E731
+    # The automatic plan's low-precision heavy nodes go first, as one chunk: when the automatic plan
+    # fails only slightly (its cheap nodes' error), the same heavy set with every cheap node FP32 keeps
+    # its whole FLOP share in one trial; the heavy nodes it keeps FP32 are tried after.
+    releasable = [n for n in heavy if n not in out_of_range]
+    first_heavy = sorted((n for n in releasable if n not in automatic), key=by_flops)
+    rest_heavy = sorted((n for n in releasable if n in automatic), key=by_flops)
+    chunks = [chunk for chunk in (first_heavy, rest_heavy) if chunk] + [[name] for name in heavy if name in out_of_range]
     everything = frozenset(split.searchable)
     reserve = max_trials // 5 if cheap else 0
     state, moved = steps.release(everything, chunks, "heavy", max_trials - reserve, split_by_flops=True)
@@ -250,7 +267,6 @@ def _heavy_then_cheap(steps: SearchSteps, split: PlanSplit, ranking: list[Sensit
         outcome = steps.trial(everything, "all searched FP32", frozenset(split.automatic_fp32))
         if outcome is None or not outcome.passed:
             return  # the tolerance is out of reach (or the budget spent): the automatic plan may still pass
-    automatic = set(split.automatic_fp32)
     first = [n for n in cheap if n not in sensitive and n not in automatic]
     second = [n for n in cheap if n not in first and not _suspect(ranking, rank, n)]
     singles = [[n] for n in cheap if _suspect(ranking, rank, n)]
