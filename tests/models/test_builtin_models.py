@@ -30,7 +30,7 @@ from trtpipe.models import (
 )
 
 FP16_MAX = float(np.finfo(np.float16).max)  # 65504
-NAMES = ["transformer", "nafnet", "mixed_precision"]
+NAMES = ["transformer", "nafnet", "mixed_precision", "t5", "gpt2"]
 
 
 @pytest.fixture(scope="module")

@@ -177,3 +177,22 @@ def module_scope(qualified_name: str, module_lists: tuple[str, ...] = ()) -> str
         last_named = max(i for i, atom in enumerate(prefix) if not atom.isdigit())
         components.append(".".join(prefix[last_named:]))
     return "/" + "/".join(components)
+
+
+def add_tanh_gelu(builder: GraphBuilder, scope: str, x: str) -> str:
+    """Hugging Face's `gelu_new`/`gelu_pytorch_tanh` as exported, in the exporter's order.
+
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): Mul, Pow(3), Mul, Add, Mul,
+    Tanh, Add, Mul. `Pow(x, 3)` exceeds FP16's 65504 once |x| > 40.
+    """
+    def const(value: float) -> str:
+        return builder.constant(scope, np.array(value, dtype=np.float32))
+
+    half = builder.node("Mul", scope, [const(0.5), x])
+    cube = builder.node("Pow", scope, [x, const(3.0)])
+    cube = builder.node("Mul", scope, [const(0.044715), cube])
+    inner = builder.node("Add", scope, [x, cube])
+    inner = builder.node("Mul", scope, [const(float(np.sqrt(2.0 / np.pi))), inner])
+    tanh = builder.node("Tanh", scope, [inner])
+    shifted = builder.node("Add", scope, [const(1.0), tanh])
+    return builder.node("Mul", scope, [half, shifted])

@@ -7,6 +7,14 @@ GroupNormalization / InstanceNormalization nodes, decomposed LayerNorm
 (ReduceMean → Sub → Pow|Mul → ReduceMean → Add → Sqrt → Div [→ Mul → Add]) over
 any axes (so NAFNet's channel-wise LayerNorm2d too), decomposed RMSNorm
 (Pow → ReduceMean → Add → Sqrt → Div|Reciprocal [→ Mul]), and Softmax.
+
+Decision: in the reciprocal form `x * rsqrt(mean(x²) + eps)` (T5's RMSNorm, which
+torch exports as `Div(1, Sqrt(.))` then `Mul(x, .)`), the `Mul` that applies
+1/rms to the normalised tensor belongs to the group: without it the group stops
+at a scale factor, and the gain `Mul` after it was never reached (its input is
+not the group's). Only a Mul whose other input is the tensor the group squared
+(or, for LayerNorm, the centred tensor) qualifies, so nothing outside the norm
+is pulled in.
 """
 
 from __future__ import annotations
@@ -66,6 +74,13 @@ def _decomposed_group(net: Network, square: str) -> tuple[list[str], str]:
         return [], kind
     members.append(tail)
     current = tail
+    if _is_reciprocal(net, tail):
+        applied = _single_consumer(net, net.nodes[tail].output[0])
+        normalised = {squared_input} | ({net.nodes[centre].output[0]} if kind == "LayerNorm" else set())
+        if applied is None or net.op_type(applied) != "Mul" or not normalised & set(net.nodes[applied].input):
+            return members, kind
+        members.append(applied)
+        current = applied
     for op in ("Mul", "Add"):  # the affine part: gamma, then beta
         nxt = _single_consumer(net, net.nodes[current].output[0])
         if nxt is None or net.op_type(nxt) != op or not any(i in net.constants for i in net.nodes[nxt].input):
@@ -73,6 +88,18 @@ def _decomposed_group(net: Network, square: str) -> tuple[list[str], str]:
         members.append(nxt)
         current = nxt
     return members, kind
+
+
+def _is_reciprocal(net: Network, name: str) -> bool:
+    """`Reciprocal(s)` or `Div(1, s)`: the tail yields 1/rms rather than the normalised tensor."""
+    node = net.nodes[name]
+    if node.op_type == "Reciprocal":
+        return True
+    one = net.constants.get(node.input[0]) if node.op_type == "Div" else None
+    if one is None:
+        return False
+    value = tensor_array(one)
+    return value.size == 1 and float(value.ravel()[0]) == 1.0
 
 
 def _follow(net: Network, tensor: str, ops: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ import onnx
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.flops import node_flops
 from trtpipe.precision.network import Network
-from trtpipe.precision.rules import RuleMatch
+from trtpipe.precision.rules import RuleMatch, unmatched_optional
 
 PLAN_FORMAT = 1
 
@@ -35,6 +35,7 @@ def plan_document(net: Network, decisions: dict[str, Decision], matches: list[Ru
         "nodes": nodes,
         "rules": {m.rule.name: list(m.nodes) for m in matches},
         "rules_via_fusion": {m.rule.name: m.via_fusion for m in matches if m.via_fusion},
+        "rules_unmatched_optional": unmatched_optional(matches),
         "totals": totals(net, decisions, materialized),
     }
 

@@ -75,6 +75,9 @@ def _check_effective(matches: list[RuleMatch], decisions: dict[str, Decision], o
         winners = sorted({m.rule.name for m in matches[index + 1:] if set(m.nodes) & set(targets)})
         if not winners or all(decisions[n].precision == match.rule.precision for n in targets):
             continue
+        if match.rule.optional:  # a recipe's hint that the user's own rules replaced
+            log.info("optional precision rule '%s' has no effect: overridden by %s", match.rule.name, ", ".join(winners))
+            continue
         message = (f"precision rule '{match.rule.name}' has no effect: every node it matches is set to another "
                    f"precision by the later rule(s) {', '.join(repr(w) for w in winners)}")
         fix = "remove one of them or narrow its pattern (later rules override earlier ones)"

@@ -7,6 +7,11 @@ Decisions:
 - A rule that matches nothing is an error by default, with the closest names:
   the silent no-op of `trtexec --layerPrecisions` wildcards and of Polygraphy's
   exact-name matching is the bug trtpipe exists to fix.
+- `optional: true` marks a rule whose miss is not an error: a recipe's hint keyed
+  to the built-in model's names must not stop a user's model (other exporters
+  name nodes differently). A miss is an info line in trtpipe.log and listed under
+  `rules_unmatched_optional` in the plan. Rules are required by default, so a rule
+  the user writes that matches nothing stays an error.
 - A rule naming a node that `upgrade_opset` fused away (users copy names from the
   exporter or an old build log) resolves to the fused node, and says so.
 """
@@ -28,7 +33,7 @@ log = logging.getLogger(__name__)
 
 MATCH_KINDS = ("exact", "regex", "op_type")
 PRECISIONS = ("fp32", "fp16", "bf16")
-RULE_FIELDS = ("match", "pattern", "precision")
+RULE_FIELDS = ("match", "pattern", "precision", "optional")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Rule:
     pattern: str
     precision: str
     regex: re.Pattern | None = None
+    optional: bool = False
 
 
 @dataclass
@@ -63,6 +69,9 @@ def compile_rules(rules: Mapping[str, Mapping]) -> list[Rule]:
             raise UserError(f"{key}.match is {match!r}", f"use one of {', '.join(MATCH_KINDS)}")
         if precision not in PRECISIONS:
             raise UserError(f"{key}.precision is {precision!r}", f"use one of {', '.join(PRECISIONS)}")
+        optional = spec.get("optional", False)
+        if not isinstance(optional, bool):
+            raise UserError(f"{key}.optional is {optional!r}", "use true or false")
         if not pattern:
             raise UserError(f"{key}.pattern is empty", "give the node name, regex or op type to match")
         regex = None
@@ -74,7 +83,7 @@ def compile_rules(rules: Mapping[str, Mapping]) -> list[Rule]:
                     f"{key}.pattern {pattern!r} is not a valid regular expression ({error})",
                     "fix the regex (it is matched against whole node names, e.g. '/encoder/.*/LayerNorm/.*')",
                 ) from None
-        compiled.append(Rule(name, match, pattern, precision, regex))
+        compiled.append(Rule(name, match, pattern, precision, regex, optional))
     return compiled
 
 
@@ -86,10 +95,18 @@ def resolve_rules(rules: list[Rule], net: Network, on_unmatched: str) -> list[Ru
                 log.info("rule %s names %s, which upgrade_opset fused into %s", found.rule.name, absorbed, fused)
             continue
         message, fix = _unmatched_message(found.rule, net)
+        if found.rule.optional:
+            log.info("%s: skipped (optional: true)", message)
+            continue
         if on_unmatched == "error":
             raise UserError(message, fix)
         log.warning("%s (ignored: precision.on_unmatched=warn)", message)
     return matches
+
+
+def unmatched_optional(matches: list[RuleMatch]) -> list[str]:
+    """Names of the optional rules that matched nothing (recorded in the plan)."""
+    return [m.rule.name for m in matches if m.rule.optional and not m.nodes]
 
 
 def _resolve(rule: Rule, net: Network) -> RuleMatch:
