@@ -1,16 +1,15 @@
 """The LayerNorm fusion rule: `pattern`, `check`, `rewrite` (onnxscript-rewriter style).
 
-`pattern` spells out the math as torch exports it at opsets 13-18;
-`check` returns why a match must not be fused (None when it may);
-`rewrite` produces the `LayerNormalization` node. The variant without the
-affine Mul/Add is the same rule with a shorter pattern, tried second, so a
-LayerNorm with gamma/beta is fused whole rather than as its normalisation
-followed by a stray Mul/Add. `layernorm_fusion` applies the rule to a graph.
+`PATTERNS` (layernorm_patterns.py) spell out the math as torch, tf2onnx and
+jax2tf export it; `check` returns why a match must not be fused (None when it
+may); `rewrite` produces the `LayerNormalization` node. `layernorm_fusion`
+applies the rule to a graph.
 
 Decisions in `check`, in the order they are tested:
 - Every intermediate tensor must be used only inside the match and must not be
   a graph output: fusing would remove a value someone else reads.
-- Both ReduceMeans reduce over exactly the trailing axes, with keepdims=1.
+- Every ReduceMean (E[x], and the variance or E[x^2]) reduces over exactly
+  the trailing axes, with keepdims=1.
   LayerNorm2d (axis 1 of NCHW, gamma [1,C,1,1]) normalises each pixel over its
   channels; `LayerNormalization` with axis=1 would normalise over C*H*W and
   change the results, so it is refused.
@@ -28,24 +27,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from trtpipe.graph.pattern import Match, Pattern, constant_value, static_shape
+from trtpipe.graph.layernorm_patterns import PATTERNS
+from trtpipe.graph.pattern import Match, constant_value, static_shape
 
 FUSED_OP = "LayerNormalization"
 
 
-def normalization(op, x, eps):
-    mean = op.ReduceMean(x, _label="mean")
-    centered = op.Sub(x, mean, _label="center")
-    variance = op.ReduceMean(op.Pow(centered, 2.0, _label="square"), _label="variance")
-    std = op.Sqrt(op.Add(variance, eps, _label="add_epsilon"), _label="std")
-    return op.Div(centered, std, _label="normalize")
-
-
-def affine_layernorm(op, x, eps, gamma, beta):
-    return op.Add(op.Mul(normalization(op, x, eps), gamma, _label="scale"), beta, _label="shift")
-
-
-PATTERNS = (Pattern.trace(affine_layernorm), Pattern.trace(normalization))
 ANCHOR = "mean"  # the label of the node that names a match in reports
 
 
@@ -105,7 +92,7 @@ def _axes_problem(found: Match) -> str | None:
     x = found.values["x"]
     rank = _rank(x)
     resolved = []
-    for label in ("mean", "variance"):
+    for label in (op.label for op in found.pattern.ops if op.op_type == "ReduceMean"):
         node = found.nodes[label]
         axes = _reduction_axes(node)
         if isinstance(axes, str):
