@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    version = "7"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept; 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional (t5 helper)
+    version = "8"  # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept; 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional (t5 helper); 8: LayerNorm groups in the forms other exporters write (layernorm helper)
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
