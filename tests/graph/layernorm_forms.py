@@ -7,7 +7,8 @@ followed by a MatMul (so a plan has FP16 work around the norm):
   `moments_mul` / `moments_pow` (E[x^2] - E[x]^2), `jax2tf` (E[x^2] - E[x]^2 as
   magika's export writes it: ReduceSum keepdims=0 times 1/N, Max(0, .),
   Reshape + Expand back to the keepdims shape).
-- normalise: `div`, `reciprocal` (Sqrt + Reciprocal then Mul), `reciprocal_gamma`
+- normalise: `div`, `reciprocal` (Sqrt + Reciprocal then Mul), `rsqrt` (torch.rsqrt:
+  Div(1, Sqrt) then Mul), `reciprocal_gamma`
   (gamma folded into 1/std), `keras` (x * inv + (beta - mean * inv)).
 """
 
@@ -21,7 +22,7 @@ SHAPE = (2, 6, 16)
 FORMS = [  # (variance, normalise): every pattern family, and magika's form
     ("centred_pow", "div"), ("centred_mul", "reciprocal"), ("centred_mul", "keras"),
     ("moments_mul", "div"), ("moments_pow", "reciprocal"), ("moments_mul", "reciprocal_gamma"),
-    ("moments_mul", "keras"), ("jax2tf", "reciprocal_gamma"),
+    ("moments_mul", "keras"), ("moments_pow", "rsqrt"), ("jax2tf", "reciprocal_gamma"),
 ]
 
 
@@ -30,7 +31,7 @@ def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHA
     width = shape[-1]
     rng = np.random.default_rng(3)
     consts = {"two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32),
-              "one_over_n": np.array(1.0 / width, np.float32), "zero": np.array(0.0, np.float32),
+              "one_over_n": np.array(1.0 / width, np.float32), "zero": np.array(0.0, np.float32), "one": np.array(1.0, np.float32),
               "gamma": rng.uniform(0.5, 1.5, width).astype(np.float32),
               "beta": rng.uniform(-0.5, 0.5, width).astype(np.float32),
               "w": rng.normal(0, 0.2, (width, 8)).astype(np.float32),
@@ -79,6 +80,8 @@ def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHA
         else:
             if normalise == "div":
                 out = node("Div", [centered, std], "normalized")
+            elif normalise == "rsqrt":  # torch.rsqrt: Div(1, Sqrt(.))
+                out = node("Mul", [centered, node("Div", ["one", std], "inv0")], "normalized")
             else:
                 out = node("Mul", [centered, node("Reciprocal", [std], "inv0")], "normalized")
             if affine:

@@ -32,7 +32,7 @@ def test_each_form_is_fused_into_one_layernormalization(variance, normalise, ops
     np.testing.assert_allclose(_outputs(fused, x), _outputs(model, x), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("variance", "normalise"), [("centred_mul", "reciprocal"), ("moments_pow", "div")])
+@pytest.mark.parametrize(("variance", "normalise"), [("centred_mul", "reciprocal"), ("moments_pow", "div"), ("centred_pow", "rsqrt")])
 def test_forms_without_gamma_and_beta_get_a_unit_scale(variance, normalise):
     model = layernorm_form(variance, normalise, affine=False)
     fused, report = fuse_layernorms(model)

@@ -14,6 +14,7 @@ of applying 1/std, with or without the affine part:
 |---------------------|-------------------------------------------|--------------------|
 | `div`               | (x - E[x]) / std                          | torch              |
 | `reciprocal`        | (x - E[x]) * Reciprocal(std)              | tf2onnx (Rsqrt)    |
+| `rsqrt`             | (x - E[x]) * Div(1, std)                  | torch (`torch.rsqrt`) |
 | `reciprocal_gamma`  | (x - E[x]) * (Reciprocal(std) * gamma)    | tf2onnx, jax2tf    |
 | `keras`             | x * inv + (beta - E[x] * inv), inv = Reciprocal(std) * gamma | tf2onnx (`tf.nn.batch_normalization`) |
 
@@ -82,6 +83,8 @@ def _make(variance_name: str, normalise: str, affine: bool):
             return op.Add(op.Mul(centered, inv, _label="normalize"), beta, _label="shift")
         if normalise == "div":
             normalized = op.Div(centered, std, _label="normalize")
+        elif normalise == "rsqrt":
+            normalized = op.Mul(centered, op.Div(1.0, std, _label="inverse"), _label="normalize")
         else:
             normalized = op.Mul(centered, op.Reciprocal(std, _label="inverse"), _label="normalize")
         if not affine:
@@ -97,6 +100,6 @@ PATTERNS = tuple(
     _make(variance, normalise, affine)
     for affine in (True, False)
     for variance in VARIANCES
-    for normalise in ("div", "reciprocal", *AFFINE_ONLY)
+    for normalise in ("div", "reciprocal", "rsqrt", *AFFINE_ONLY)
     if affine or normalise not in AFFINE_ONLY
 )
