@@ -6,7 +6,7 @@ followed by a MatMul (so a plan has FP16 work around the norm):
 - variance: `centred_pow` (torch), `centred_mul` (tf2onnx SquaredDifference),
   `moments_mul` / `moments_pow` (E[x^2] - E[x]^2), `jax2tf` (E[x^2] - E[x]^2 as
   magika's export writes it: ReduceSum keepdims=0 times 1/N, Max(0, .),
-  Reshape + Expand back to the keepdims shape).
+  Reshape + Expand back to the keepdims shape; fused too).
 - normalise: `div`, `reciprocal` (Sqrt + Reciprocal then Mul), `rsqrt` (torch.rsqrt:
   Div(1, Sqrt) then Mul), `reciprocal_gamma`
   (gamma folded into 1/std), `keras` (x * inv + (beta - mean * inv)).
@@ -27,11 +27,14 @@ FORMS = [  # (variance, normalise): every pattern family, and magika's form
 
 
 def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHAPE, opset: int = 17,
-                   axes=(-1,), eps_input: bool = False) -> onnx.ModelProto:
+                   axes=(-1,), eps_input: bool = False, count: int | None = None,
+                   dynamic_batch: bool = False) -> onnx.ModelProto:
+    """`count`: the N of jax2tf's 1/N (default: the true one); `dynamic_batch`: x's first dim is
+    `batch` and jax2tf's Reshape target is computed from Shape(x), as jax2tf writes it."""
     width = shape[-1]
     rng = np.random.default_rng(3)
     consts = {"two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32),
-              "one_over_n": np.array(1.0 / width, np.float32), "zero": np.array(0.0, np.float32), "one": np.array(1.0, np.float32),
+              "one_over_n": np.array(1.0 / (count or width), np.float32), "zero": np.array(0.0, np.float32), "one": np.array(1.0, np.float32),
               "gamma": rng.uniform(0.5, 1.5, width).astype(np.float32),
               "beta": rng.uniform(-0.5, 0.5, width).astype(np.float32),
               "w": rng.normal(0, 0.2, (width, 8)).astype(np.float32),
@@ -61,12 +64,18 @@ def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHA
         mean = reduce_mean("x", "mean")
         var = node("Sub", [reduce_mean(square("x", "x_sq", how), "second"), square(mean, "mean_sq", how)], "var")
     else:  # jax2tf: keepdims=0 sums, Max(0, .), Reshape + Expand back
+        if dynamic_batch:
+            consts.update(starts=np.array([0], np.int64), ends=np.array([len(shape) - 1], np.int64),
+                          unit=np.array([1], np.int64))
+            leading = node("Slice", [node("Shape", ["x"], "x_shape"), "starts", "ends"], "leading")
+            node("Concat", [leading, "unit"], "kept_dynamic", axis=0)
         flat_mean = node("Mul", [node("ReduceSum", ["x", "axes"], "sum", keepdims=0), "one_over_n"], "flat_mean")
         second = node("Mul", [node("ReduceSum", [square("x", "x_sq", "mul"), "axes"], "sum_sq", keepdims=0),
                               "one_over_n"], "second")
         flat_var = node("Max", ["zero", node("Sub", [second, square(flat_mean, "mean_sq", "mul")], "diff")], "flat_var")
-        var = node("Expand", [node("Reshape", [flat_var, "kept"], "var_r"), "kept"], "var")
-        mean = node("Expand", [node("Reshape", [flat_mean, "kept"], "mean_r"), "kept"], "mean")
+        kept = "kept_dynamic" if dynamic_batch else "kept"
+        var = node("Expand", [node("Reshape", [flat_var, kept], "var_r"), kept], "var")
+        mean = node("Expand", [node("Reshape", [flat_mean, kept], "mean_r"), kept], "mean")
     std = node("Sqrt", [node("Add", [var, eps], "var_eps")], "std")
     if normalise == "keras":
         inv = node("Mul", [node("Reciprocal", [std], "inv0"), "gamma"], "inv")
@@ -87,12 +96,13 @@ def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHA
             if affine:
                 out = node("Add", [node("Mul", [out, "gamma"], "scaled"), "beta"], "normed")
     node("MatMul", [out, "w"], "y")
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))]
+    x_dims = ["batch", *shape[1:]] if dynamic_batch else list(shape)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)]
     if eps_input:
         inputs.append(helper.make_tensor_value_info("eps_in", TensorProto.FLOAT, []))
     used = {name for n in nodes for name in n.input}
     graph = helper.make_graph(nodes, "layernorm_form", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*shape[:-1], 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*x_dims[:-1], 8])],
                               [numpy_helper.from_array(v, k) for k, v in consts.items() if k in used])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 

@@ -10,14 +10,13 @@ from tests.graph import graphs
 from tests.graph.layernorm_forms import FORMS, SHAPE, layernorm_form, offset_input, reference_layernorm
 from trtpipe.graph.layernorm_fusion import fuse_layernorms
 
-FUSABLE = [form for form in FORMS if form[0] != "jax2tf"]
 
 
 def _outputs(model, x):
     return graphs.run(model, {"x": x})[0]
 
 
-@pytest.mark.parametrize(("variance", "normalise"), FUSABLE)
+@pytest.mark.parametrize(("variance", "normalise"), FORMS)
 @pytest.mark.parametrize("opset", [17, 18])
 def test_each_form_is_fused_into_one_layernormalization(variance, normalise, opset):
     model = layernorm_form(variance, normalise, opset=opset)
@@ -67,8 +66,22 @@ def test_epsilon_computed_at_run_time_is_refused_with_the_reason():
     assert report["refused"] == [{"anchor": "/ln/ReduceMean_0", "reason": "epsilon 'eps_in' is not a constant scalar"}]
 
 
-def test_jax2tf_keepdims_0_form_is_left_decomposed():
-    # ReduceSum keepdims=0 with Reshape/Expand back: not fused (precision keeps it as one FP32 group).
-    model = layernorm_form("jax2tf", "reciprocal_gamma")
+def test_jax2tf_form_with_a_dynamic_batch_is_fused_by_proving_the_reshape():
+    # The Reshape target comes from Shape(x) at run time; data propagation proves it is [batch, 6, 1].
+    model = layernorm_form("jax2tf", "reciprocal_gamma", dynamic_batch=True)
+    fused, report = fuse_layernorms(model)
+    assert [n.op_type for n in fused.graph.node] == ["LayerNormalization", "MatMul"], report
+    onnx.checker.check_model(fused, full_check=True)
+    for batch in (1, 3):
+        x = graphs.random_input((batch, *SHAPE[1:]))
+        np.testing.assert_allclose(_outputs(fused, x), _outputs(model, x), rtol=1e-5, atol=1e-5)
+
+
+def test_jax2tf_form_dividing_by_n_minus_1_is_refused_with_the_reason():
+    # A sum scaled by 1/(N-1) is not a mean: fusing would change the variance.
+    model = layernorm_form("jax2tf", "reciprocal_gamma", count=SHAPE[-1] - 1)
     result, report = fuse_layernorms(model)
-    assert result is model and report == {"fused": [], "refused": []}
+    assert result is model and report["fused"] == []
+    anchor = next(n.name for n in model.graph.node if n.output[0] == "mean")  # E[x], broadcast back
+    assert report["refused"] == [{"anchor": anchor,
+                                  "reason": "'one_over_n' is not the constant 1/16 that makes a sum a mean"}]

@@ -4,8 +4,9 @@ E[x^2] - E[x]^2 on inputs whose mean is large against their spread (x ~ 100 +- 0
 x^2 ~ 1e4 where FP16's spacing is 8, the variance is 0.08) cancels to garbage in
 FP16; the centred forms lose x - E[x] to FP16 rounding at 100 (spacing 0.06).
 Naive FP16 must fail under the emulator; the default config and transformer_fp16
-must pass, with the fusion (upgrade_opset) and, for the forms it does not fuse or
-with it switched off, through the normalization group alone.
+must pass, with the fusion (upgrade_opset) and, with it switched off
+(`upgrade_opset=keep_layernorm`, as for a LayerNorm the fusion refuses), through
+the normalization group alone.
 """
 
 from __future__ import annotations

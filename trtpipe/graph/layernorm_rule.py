@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from trtpipe.graph.layernorm_patterns import PATTERNS
+from trtpipe.graph.layernorm_patterns import PATTERNS, RESTORED
 from trtpipe.graph.pattern import Match, constant_value, static_shape
 
 FUSED_OP = "LayerNormalization"
@@ -41,6 +41,7 @@ def check(found: Match, graph_outputs: set[str]) -> str | None:
     return (
         _intermediates_private(found, graph_outputs)
         or _axes_problem(found)
+        or _restored_problem(found)
         or _epsilon_problem(found)
         or _scale_problem(found)
     )
@@ -67,7 +68,7 @@ def rewrite(found: Match, name: str) -> gs.Node:
 
 def trailing_axes(found: Match) -> list[int]:
     """The reduction axes as negative numbers (only valid after `check` accepted)."""
-    axes, rank = _reduction_axes(found.nodes["mean"]), _rank(found.values["x"])
+    axes, rank = _reduction_axes(found.nodes[_reductions(found)[0]]), _rank(found.values["x"])
     return _normalised(axes if axes is not None else list(range(rank)), rank)
 
 
@@ -92,13 +93,16 @@ def _axes_problem(found: Match) -> str | None:
     x = found.values["x"]
     rank = _rank(x)
     resolved = []
-    for label in (op.label for op in found.pattern.ops if op.op_type == "ReduceMean"):
+    for label in _reductions(found):
         node = found.nodes[label]
         axes = _reduction_axes(node)
         if isinstance(axes, str):
             return axes
-        if int(node.attrs.get("keepdims", 1)) != 1:
+        keepdims = int(node.attrs.get("keepdims", 1))
+        if node.op == "ReduceMean" and keepdims != 1:
             return f"{node.name} has keepdims=0, so the mean does not broadcast back over x"
+        if node.op == "ReduceSum" and keepdims != 0:
+            return f"{node.name} has keepdims=1 where this form reshapes a flat sum back"
         if axes is None:
             if rank is None:
                 return f"{node.name} reduces over all axes and the rank of {x.name!r} is unknown"
@@ -113,6 +117,42 @@ def _axes_problem(found: Match) -> str | None:
         shown = sorted({axis % rank for axis in mean_axes}) if rank else mean_axes
         what = f"axis {shown[0]}" if len(shown) == 1 else f"axes {shown}"
         return f"reduces over {what}, not the trailing axes"
+    return None
+
+
+def _reductions(found: Match) -> list[str]:
+    return [op.label for op in found.pattern.ops if op.op_type in ("ReduceMean", "ReduceSum")]
+
+
+def _restored_problem(found: Match) -> str | None:
+    """jax2tf's form: the sums are scaled by exactly 1/N, and every Reshape/Expand gives
+    x's shape with 1 on the reduced axes (the keepdims form), as far as it can be proven."""
+    if "inv_n" not in found.values:
+        return None
+    x = found.values["x"]
+    shape, axes = static_shape(x), trailing_axes(found)
+    reduced = shape[len(shape) + axes[0]:]
+    if not all(isinstance(dim, int) for dim in reduced):
+        return f"the reduced dims {reduced} of {x.name!r} are not static, so 1/N cannot be checked"
+    count = int(np.prod(reduced))
+    for role in ("inv_n", "inv_n_2"):
+        value = constant_value(found.values[role])
+        if value is None or value.size != 1 or not np.isclose(float(value.reshape(())), 1.0 / count, rtol=1e-6):
+            return f"{found.values[role].name!r} is not the constant 1/{count} that makes a sum a mean"
+    wanted = shape[:len(shape) + axes[0]] + [1] * len(axes)
+    for label in RESTORED:
+        node = found.nodes[label]
+        got = static_shape(node.outputs[0])
+        unknown = 0 if got is None else sum(not isinstance(dim, int) for dim in got)
+        proven = got is not None and len(got) == len(wanted) and unknown <= 1 and all(
+            have == want or (not isinstance(have, int) and i < len(wanted) - len(axes))
+            for i, (have, want) in enumerate(zip(got, wanted)))
+        if node.op == "Expand":  # to the shape it was just reshaped to (the same tensor), as jax2tf writes it
+            reshape = node.inputs[0].inputs[0]
+            proven = proven and (reshape.inputs[1] is node.inputs[1]
+                                 or (None not in got and got == static_shape(node.inputs[0])))
+        if not proven:
+            return f"{node.name} gives shape {got}, not provably the keepdims shape {wanted}"
     return None
 
 
