@@ -95,9 +95,15 @@ def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
     Decision: data propagation follows `Shape -> Slice -> Concat` into a Reshape's
     target, so jax2tf's `Reshape(mean, [batch, 1])` has the shape [unk, 1]; that is
     what lets the rule prove the reshape restores the keepdims form. Runs on a
-    weightless copy (value_info.weightless_copy): it never reads weights.
+    weightless copy (value_info.weightless_copy): it never reads weights. If it fails,
+    the shapes inferred without data stay (the keepdims=0 form is then refused).
     """
-    inferred = onnx.shape_inference.infer_shapes(value_info.weightless_copy(model), strict_mode=False, data_prop=True)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(value_info.weightless_copy(model), strict_mode=False,
+                                                     data_prop=True)
+    except Exception as error:  # onnx raises several types from C++; fusion must not fail for it
+        logger.info("shape inference with data propagation failed (%s); reshape targets stay unknown", error)
+        return model
     del model.graph.value_info[:]
     model.graph.value_info.extend(inferred.graph.value_info)
     for output, typed in zip(model.graph.output, inferred.graph.output):
