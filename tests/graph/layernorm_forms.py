@@ -28,9 +28,10 @@ FORMS = [  # (variance, normalise): every pattern family, and magika's form
 
 def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHAPE, opset: int = 17,
                    axes=(-1,), eps_input: bool = False, count: int | None = None,
-                   dynamic_batch: bool = False) -> onnx.ModelProto:
-    """`count`: the N of jax2tf's 1/N (default: the true one); `dynamic_batch`: x's first dim is
-    `batch` and jax2tf's Reshape target is computed from Shape(x), as jax2tf writes it."""
+                   dynamic: int = 0) -> onnx.ModelProto:
+    """`count`: the N of jax2tf's 1/N (default: the true one); `dynamic`: how many leading dims of x
+    are named (`d0`, `d1`, ...); jax2tf's Reshape target is then computed from Shape(x), as jax2tf
+    writes it."""
     width = shape[-1]
     rng = np.random.default_rng(3)
     consts = {"two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32),
@@ -64,7 +65,7 @@ def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHA
         mean = reduce_mean("x", "mean")
         var = node("Sub", [reduce_mean(square("x", "x_sq", how), "second"), square(mean, "mean_sq", how)], "var")
     else:  # jax2tf: keepdims=0 sums, Max(0, .), Reshape + Expand back
-        if dynamic_batch:
+        if dynamic:
             consts.update(starts=np.array([0], np.int64), ends=np.array([len(shape) - 1], np.int64),
                           unit=np.array([1], np.int64))
             leading = node("Slice", [node("Shape", ["x"], "x_shape"), "starts", "ends"], "leading")
@@ -73,7 +74,7 @@ def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHA
         second = node("Mul", [node("ReduceSum", [square("x", "x_sq", "mul"), "axes"], "sum_sq", keepdims=0),
                               "one_over_n"], "second")
         flat_var = node("Max", ["zero", node("Sub", [second, square(flat_mean, "mean_sq", "mul")], "diff")], "flat_var")
-        kept = "kept_dynamic" if dynamic_batch else "kept"
+        kept = "kept_dynamic" if dynamic else "kept"
         var = node("Expand", [node("Reshape", [flat_var, kept], "var_r"), kept], "var")
         mean = node("Expand", [node("Reshape", [flat_mean, kept], "mean_r"), kept], "mean")
     std = node("Sqrt", [node("Add", [var, eps], "var_eps")], "std")
@@ -96,7 +97,7 @@ def layernorm_form(variance: str, normalise: str, affine: bool = True, shape=SHA
             if affine:
                 out = node("Add", [node("Mul", [out, "gamma"], "scaled"), "beta"], "normed")
     node("MatMul", [out, "w"], "y")
-    x_dims = ["batch", *shape[1:]] if dynamic_batch else list(shape)
+    x_dims = [f"d{i}" for i in range(dynamic)] + list(shape[dynamic:])
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)]
     if eps_input:
         inputs.append(helper.make_tensor_value_info("eps_in", TensorProto.FLOAT, []))

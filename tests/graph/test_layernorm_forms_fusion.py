@@ -67,14 +67,24 @@ def test_epsilon_computed_at_run_time_is_refused_with_the_reason():
 
 
 def test_jax2tf_form_with_a_dynamic_batch_is_fused_by_proving_the_reshape():
-    # The Reshape target comes from Shape(x) at run time; data propagation proves it is [batch, 6, 1].
-    model = layernorm_form("jax2tf", "reciprocal_gamma", dynamic_batch=True)
+    # The Reshape target comes from Shape(x) at run time; data propagation proves it is [d0, 6, 1]
+    # (one unknown dim, forced by the element count of the flat sum).
+    model = layernorm_form("jax2tf", "reciprocal_gamma", dynamic=1)
     fused, report = fuse_layernorms(model)
     assert [n.op_type for n in fused.graph.node] == ["LayerNormalization", "MatMul"], report
     onnx.checker.check_model(fused, full_check=True)
     for batch in (1, 3):
         x = graphs.random_input((batch, *SHAPE[1:]))
         np.testing.assert_allclose(_outputs(fused, x), _outputs(model, x), rtol=1e-5, atol=1e-5)
+
+
+def test_jax2tf_form_with_two_dynamic_dims_is_refused_because_the_reshape_is_not_provable():
+    # Data propagation loses the dim names ([unk, unk, 1]): two unknowns are not forced by a count.
+    model = layernorm_form("jax2tf", "reciprocal_gamma", dynamic=2)
+    result, report = fuse_layernorms(model)
+    assert result is model and report["fused"] == []
+    (refusal,) = report["refused"]
+    assert "not provably the keepdims shape ['d0', 'd1', 1]" in refusal["reason"]
 
 
 def test_jax2tf_form_dividing_by_n_minus_1_is_refused_with_the_reason():

@@ -131,6 +131,8 @@ def _restored_problem(found: Match) -> str | None:
         return None
     x = found.values["x"]
     shape, axes = static_shape(x), trailing_axes(found)
+    if shape is None:
+        return f"the shape of {x.name!r} is unknown, so the flat sums cannot be shown to reshape back"
     reduced = shape[len(shape) + axes[0]:]
     if not all(isinstance(dim, int) for dim in reduced):
         return f"the reduced dims {reduced} of {x.name!r} are not static, so 1/N cannot be checked"
@@ -143,10 +145,12 @@ def _restored_problem(found: Match) -> str | None:
     for label in RESTORED:
         node = found.nodes[label]
         got = static_shape(node.outputs[0])
-        unknown = 0 if got is None else sum(not isinstance(dim, int) for dim in got)
-        proven = got is not None and len(got) == len(wanted) and unknown <= 1 and all(
-            have == want or (not isinstance(have, int) and i < len(wanted) - len(axes))
-            for i, (have, want) in enumerate(zip(got, wanted)))
+        # Equal dims (a named dim equals itself) are proven; one unknown kept dim is forced
+        # by the element count (the flat sum has exactly the kept dims' elements).
+        open_dims = [] if got is None else [i for i, (have, want) in enumerate(zip(got, wanted))
+                                            if have is None or have != want]
+        proven = got is not None and len(got) == len(wanted) and len(open_dims) <= 1 and all(
+            not isinstance(got[i], int) and i < len(wanted) - len(axes) for i in open_dims)
         if node.op == "Expand":  # to the shape it was just reshaped to (the same tensor), as jax2tf writes it
             reshape = node.inputs[0].inputs[0]
             proven = proven and (reshape.inputs[1] is node.inputs[1]
