@@ -6,8 +6,9 @@ that variance overflows 65504 and becomes inf (NaN in T5, artifacts in NAFNet).
 (`stash_type=1`, the default) and TensorRT maps it to its normalization layer.
 
 Decisions:
-- Shapes are inferred first (on a copy): the rule needs the rank of x to tell
-  trailing axes from others.
+- Shapes are inferred first (on a copy, with data propagation): the rule needs
+  the rank of x to tell trailing axes from others, and the shape a Reshape
+  computes from `Shape` (jax2tf's keepdims=0 form).
 - Matches are collected on the unmodified graph and must be disjoint; each is
   then rewritten gs-style: disconnect the last absorbed node's output, append
   the fused node producing that same tensor, and finally `cleanup().toposort()`.
@@ -58,7 +59,7 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
         )
     working = onnx.ModelProto()
     working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
-    graph = graph_from_model(value_info.infer_shapes(working))
+    graph = graph_from_model(_infer_shapes_with_data(value_info.infer_shapes(working)))
     accepted, refused, notes = _find_matches(graph)
     report: dict = {"fused": [], "refused": refused}
     if not accepted:
@@ -86,6 +87,28 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     value_info.strip_value_info(fused_model, changed=fused_outputs)
     record_absorbed_nodes(fused_model, {entry["node"]: entry["absorbed"] for entry in report["fused"]})
     return fused_model, report
+
+
+def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX shape inference with data propagation for the main graph (in place on the working copy).
+
+    Decision: data propagation follows `Shape -> Slice -> Concat` into a Reshape's
+    target, so jax2tf's `Reshape(mean, [batch, 1])` has the shape [unk, 1]; that is
+    what lets the rule prove the reshape restores the keepdims form. Runs on a
+    weightless copy (value_info.weightless_copy): it never reads weights. If it fails,
+    the shapes inferred without data stay (the keepdims=0 form is then refused).
+    """
+    try:
+        inferred = onnx.shape_inference.infer_shapes(value_info.weightless_copy(model), strict_mode=False,
+                                                     data_prop=True)
+    except Exception as error:  # onnx raises several types from C++; fusion must not fail for it
+        logger.info("shape inference with data propagation failed (%s); reshape targets stay unknown", error)
+        return model
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
+    for output, typed in zip(model.graph.output, inferred.graph.output):
+        output.type.CopyFrom(typed.type)
+    return model
 
 
 def _find_matches(graph: gs.Graph) -> tuple[list[Match], list[dict], dict[str, str]]:

@@ -1,16 +1,15 @@
 """The LayerNorm fusion rule: `pattern`, `check`, `rewrite` (onnxscript-rewriter style).
 
-`pattern` spells out the math as torch exports it at opsets 13-18;
-`check` returns why a match must not be fused (None when it may);
-`rewrite` produces the `LayerNormalization` node. The variant without the
-affine Mul/Add is the same rule with a shorter pattern, tried second, so a
-LayerNorm with gamma/beta is fused whole rather than as its normalisation
-followed by a stray Mul/Add. `layernorm_fusion` applies the rule to a graph.
+`PATTERNS` (layernorm_patterns.py) spell out the math as torch, tf2onnx and
+jax2tf export it; `check` returns why a match must not be fused (None when it
+may); `rewrite` produces the `LayerNormalization` node. `layernorm_fusion`
+applies the rule to a graph.
 
 Decisions in `check`, in the order they are tested:
 - Every intermediate tensor must be used only inside the match and must not be
   a graph output: fusing would remove a value someone else reads.
-- Both ReduceMeans reduce over exactly the trailing axes, with keepdims=1.
+- Every ReduceMean (E[x], and the variance or E[x^2]) reduces over exactly
+  the trailing axes, with keepdims=1.
   LayerNorm2d (axis 1 of NCHW, gamma [1,C,1,1]) normalises each pixel over its
   channels; `LayerNormalization` with axis=1 would normalise over C*H*W and
   change the results, so it is refused.
@@ -28,24 +27,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from trtpipe.graph.pattern import Match, Pattern, constant_value, static_shape
+from trtpipe.graph.layernorm_patterns import PATTERNS, RESTORED
+from trtpipe.graph.pattern import Match, constant_value, static_shape
 
 FUSED_OP = "LayerNormalization"
 
 
-def normalization(op, x, eps):
-    mean = op.ReduceMean(x, _label="mean")
-    centered = op.Sub(x, mean, _label="center")
-    variance = op.ReduceMean(op.Pow(centered, 2.0, _label="square"), _label="variance")
-    std = op.Sqrt(op.Add(variance, eps, _label="add_epsilon"), _label="std")
-    return op.Div(centered, std, _label="normalize")
-
-
-def affine_layernorm(op, x, eps, gamma, beta):
-    return op.Add(op.Mul(normalization(op, x, eps), gamma, _label="scale"), beta, _label="shift")
-
-
-PATTERNS = (Pattern.trace(affine_layernorm), Pattern.trace(normalization))
 ANCHOR = "mean"  # the label of the node that names a match in reports
 
 
@@ -54,6 +41,7 @@ def check(found: Match, graph_outputs: set[str]) -> str | None:
     return (
         _intermediates_private(found, graph_outputs)
         or _axes_problem(found)
+        or _restored_problem(found)
         or _epsilon_problem(found)
         or _scale_problem(found)
     )
@@ -80,7 +68,7 @@ def rewrite(found: Match, name: str) -> gs.Node:
 
 def trailing_axes(found: Match) -> list[int]:
     """The reduction axes as negative numbers (only valid after `check` accepted)."""
-    axes, rank = _reduction_axes(found.nodes["mean"]), _rank(found.values["x"])
+    axes, rank = _reduction_axes(found.nodes[_reductions(found)[0]]), _rank(found.values["x"])
     return _normalised(axes if axes is not None else list(range(rank)), rank)
 
 
@@ -105,13 +93,16 @@ def _axes_problem(found: Match) -> str | None:
     x = found.values["x"]
     rank = _rank(x)
     resolved = []
-    for label in ("mean", "variance"):
+    for label in _reductions(found):
         node = found.nodes[label]
         axes = _reduction_axes(node)
         if isinstance(axes, str):
             return axes
-        if int(node.attrs.get("keepdims", 1)) != 1:
+        keepdims = int(node.attrs.get("keepdims", 1))
+        if node.op == "ReduceMean" and keepdims != 1:
             return f"{node.name} has keepdims=0, so the mean does not broadcast back over x"
+        if node.op == "ReduceSum" and keepdims != 0:
+            return f"{node.name} has keepdims=1 where this form reshapes a flat sum back"
         if axes is None:
             if rank is None:
                 return f"{node.name} reduces over all axes and the rank of {x.name!r} is unknown"
@@ -126,6 +117,46 @@ def _axes_problem(found: Match) -> str | None:
         shown = sorted({axis % rank for axis in mean_axes}) if rank else mean_axes
         what = f"axis {shown[0]}" if len(shown) == 1 else f"axes {shown}"
         return f"reduces over {what}, not the trailing axes"
+    return None
+
+
+def _reductions(found: Match) -> list[str]:
+    return [op.label for op in found.pattern.ops if op.op_type in ("ReduceMean", "ReduceSum")]
+
+
+def _restored_problem(found: Match) -> str | None:
+    """jax2tf's form: the sums are scaled by exactly 1/N, and every Reshape/Expand gives
+    x's shape with 1 on the reduced axes (the keepdims form), as far as it can be proven."""
+    if "inv_n" not in found.values:
+        return None
+    x = found.values["x"]
+    shape, axes = static_shape(x), trailing_axes(found)
+    if shape is None:
+        return f"the shape of {x.name!r} is unknown, so the flat sums cannot be shown to reshape back"
+    reduced = shape[len(shape) + axes[0]:]
+    if not all(isinstance(dim, int) for dim in reduced):
+        return f"the reduced dims {reduced} of {x.name!r} are not static, so 1/N cannot be checked"
+    count = int(np.prod(reduced))
+    for role in ("inv_n", "inv_n_2"):
+        value = constant_value(found.values[role])
+        if value is None or value.size != 1 or not np.isclose(float(value.reshape(())), 1.0 / count, rtol=1e-6):
+            return f"{found.values[role].name!r} is not the constant 1/{count} that makes a sum a mean"
+    wanted = shape[:len(shape) + axes[0]] + [1] * len(axes)
+    for label in RESTORED:
+        node = found.nodes[label]
+        got = static_shape(node.outputs[0])
+        # Equal dims (a named dim equals itself) are proven; one unknown kept dim is forced
+        # by the element count (the flat sum has exactly the kept dims' elements).
+        open_dims = [] if got is None else [i for i, (have, want) in enumerate(zip(got, wanted))
+                                            if have is None or have != want]
+        proven = got is not None and len(got) == len(wanted) and len(open_dims) <= 1 and all(
+            not isinstance(got[i], int) and i < len(wanted) - len(axes) for i in open_dims)
+        if node.op == "Expand":  # to the shape it was just reshaped to (the same tensor), as jax2tf writes it
+            reshape = node.inputs[0].inputs[0]
+            proven = proven and (reshape.inputs[1] is node.inputs[1]
+                                 or (None not in got and got == static_shape(node.inputs[0])))
+        if not proven:
+            return f"{node.name} gives shape {got}, not provably the keepdims shape {wanted}"
     return None
 
 

@@ -5,7 +5,9 @@ nine decomposed nodes; keeping half of it FP32 would put Casts in the middle of
 the variance. Groups found here: fused LayerNormalization / RMSNormalization /
 GroupNormalization / InstanceNormalization nodes, decomposed LayerNorm
 (ReduceMean → Sub → Pow|Mul → ReduceMean → Add → Sqrt → Div [→ Mul → Add]) over
-any axes (so NAFNet's channel-wise LayerNorm2d too), decomposed RMSNorm
+any axes (so NAFNet's channel-wise LayerNorm2d too) and the forms other exporters
+write (E[x^2] - E[x]^2, ReduceSum / N, Rsqrt as Sqrt + Reciprocal, Keras'
+`x * inv + (beta - mean * inv)`: layernorm_groups.py), decomposed RMSNorm
 (Pow → ReduceMean → Add → Sqrt → Div|Reciprocal [→ Mul]), and Softmax.
 
 Decision: in the reciprocal form `x * rsqrt(mean(x²) + eps)` (T5's RMSNorm, which
@@ -20,6 +22,7 @@ is pulled in.
 from __future__ import annotations
 
 from trtpipe.graph.weights_on_disk import tensor_array
+from trtpipe.precision.layernorm_groups import layernorm_group
 from trtpipe.precision.network import Network
 
 FUSED_NORMS = {"LayerNormalization", "RMSNormalization", "GroupNormalization", "InstanceNormalization",
@@ -29,7 +32,7 @@ SOFTMAX_OPS = {"Softmax", "LogSoftmax"}
 
 def normalization_groups(net: Network, *, norms: bool, softmax: bool) -> dict[str, str]:
     """node -> group label (the group's anchor node and kind)."""
-    groups: dict[str, str] = {}
+    groups: dict[str, str] = _layernorm_groups(net) if norms else {}
     for name in net.names:
         op = net.op_type(name)
         if norms and op in FUSED_NORMS:
@@ -42,6 +45,19 @@ def normalization_groups(net: Network, *, norms: bool, softmax: bool) -> dict[st
                 label = f"decomposed {kind} around {name}"
                 for member in members:
                     groups.setdefault(member, label)
+    return groups
+
+
+def _layernorm_groups(net: Network) -> dict[str, str]:
+    """LayerNorms found by their variance (layernorm_groups.py: other exporters' forms too); first, so
+    the square-first walk below does not split them."""
+    groups: dict[str, str] = {}
+    for name in net.names:
+        found = None if name in groups else layernorm_group(net, name)
+        if found:
+            members, form = found
+            for member in members:
+                groups.setdefault(member, f"decomposed LayerNorm ({form}) around {name}")
     return groups
 
 

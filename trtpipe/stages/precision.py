@@ -21,8 +21,9 @@ class PlanPrecision(Stage):
     # 8: stored-tensor (boundary) check, `boundaries` in the plan; flushing weights judged by their effect;
     # 9: If/Loop/Scan bodies planned and materialised, FLOP share with the sample data's shapes;
     # 10: dim_value <= 0 is dynamic (shapes, FLOPs);
-    # 11: the search maximises the FLOP share, search.json format 2 (Pareto front)
-    version = "11"
+    # 11: the search maximises the FLOP share, search.json format 2 (Pareto front);
+    # 12: LayerNorm groups in the forms other exporters write
+    version = "12"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.

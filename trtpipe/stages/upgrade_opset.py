@@ -10,7 +10,7 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class UpgradeOpset(Stage):
     name = "upgrade_opset"
-    version = "1"
+    version = "2"  # 2: fuses the tf2onnx/jax2tf LayerNorm forms (E[x^2]-E[x]^2, Reciprocal, Keras) (layernorm helper)
     consumes = ("model",)
     produces = ("model",)
     tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "numpy", "protobuf")

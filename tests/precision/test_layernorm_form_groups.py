@@ -1,0 +1,94 @@
+"""LayerNorms as tf2onnx / jax2tf / hand-written exports write them are one FP32 group.
+
+E[x^2] - E[x]^2 on inputs whose mean is large against their spread (x ~ 100 +- 0.5:
+x^2 ~ 1e4 where FP16's spacing is 8, the variance is 0.08) cancels to garbage in
+FP16; the centred forms lose x - E[x] to FP16 rounding at 100 (spacing 0.06).
+Naive FP16 must fail under the emulator; the default config and transformer_fp16
+must pass, with the fusion (upgrade_opset) and, with it switched off
+(`upgrade_opset=keep_layernorm`, as for a LayerNorm the fusion refuses), through
+the normalization group alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.graph.layernorm_forms import FORMS, layernorm_form
+from tests.precision.test_auto_rules import plan
+from trtpipe import api
+
+GROUP = "normalization group: decomposed LayerNorm"
+OFFSET_INPUT = "+data.inputs.x={low:99.5,high:100.5,dtype:float32}"
+
+
+@pytest.mark.parametrize(("variance", "normalise"), FORMS)
+def test_every_node_of_the_norm_is_in_one_fp32_group(variance, normalise):
+    _, decisions = plan(layernorm_form(variance, normalise), auto={"max_abs": None, "constants": "off"})
+    matmul = next(n for n in decisions if n.startswith("/ln/MatMul"))
+    assert decisions[matmul].precision == "fp16"
+    norm = {n: d for n, d in decisions.items() if n != matmul}
+    assert all(d.reason.startswith(GROUP) and d.precision == "fp32" for d in norm.values()), norm
+    assert len({d.reason for d in norm.values()}) == 1  # one unit, one label
+    form = "moment difference" if variance in ("moments_mul", "moments_pow", "jax2tf") else "centred square"
+    assert f"({form})" in next(iter(norm.values())).reason
+
+
+def test_a_variance_that_is_not_normalised_by_is_no_group():
+    # E[x^2] - E[x]^2 as a feature (no Sqrt, nothing divided by it): nothing is pulled FP32.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], name="mean", axes=[-1]),
+             helper.make_node("Mul", ["x", "x"], ["sq"], name="square"),
+             helper.make_node("ReduceMean", ["sq"], ["m2"], name="second", axes=[-1]),
+             helper.make_node("Mul", ["m", "m"], ["msq"], name="mean_square"),
+             helper.make_node("Sub", ["m2", "msq"], ["var"], name="variance"),
+             helper.make_node("Mul", ["var", "half"], ["y"], name="halve")]
+    graph = helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    _, decisions = plan(model, auto={"max_abs": None, "constants": "off"})
+    assert all(d.precision == "fp16" for d in decisions.values()), decisions
+
+
+def test_the_group_stops_at_the_norms_output():
+    # An activation after the norm (Relu) and a residual Add of x are not part of it.
+    model = layernorm_form("jax2tf", "reciprocal_gamma")
+    matmul = model.graph.node[-1]
+    matmul.input[0] = "activated"
+    model.graph.node.insert(len(model.graph.node) - 1, helper.make_node("Add", ["x", "normed"], ["residual"], name="residual"))
+    model.graph.node.insert(len(model.graph.node) - 1, helper.make_node("Relu", ["residual"], ["activated"], name="relu"))
+    shift = next(n.name for n in model.graph.node if n.output[0] == "normed")  # + beta, the norm's last node
+    _, decisions = plan(model, auto={"max_abs": None, "constants": "off"})
+    assert decisions["residual"].precision == "fp16" and decisions["relu"].precision == "fp16"
+    assert decisions[shift].reason.startswith(GROUP)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("forms")
+
+
+def _validate(workdir, model: onnx.ModelProto, name: str, *overrides: str) -> tuple[bool, dict]:
+    path = workdir / f"{name}.onnx"
+    onnx.save(model, str(path))
+    run_dir = workdir / "runs" / f"{name}{'_'.join(o.split('=')[-1] for o in overrides)}"
+    arguments = [f"model.path={path}", OFFSET_INPUT, f"cache.dir={workdir / 'cache'}", *overrides]
+    try:
+        result = api.run(arguments, run_dir=run_dir, start_dir=workdir)
+    except api.PipelineFailed as failed:
+        result = failed.result
+    emulated = next(c for c in result.validation["candidates"] if c["name"] == "emulated")
+    return emulated["passed"], emulated["outputs"]["y"]
+
+
+@pytest.mark.parametrize(("variance", "normalise"), [("jax2tf", "reciprocal_gamma"), ("moments_mul", "keras"),
+                                                     ("centred_mul", "reciprocal")])
+def test_naive_fp16_fails_and_the_default_and_transformer_recipe_pass(workdir, variance, normalise):
+    model, name = layernorm_form(variance, normalise), f"{variance}_{normalise}"
+    passed, naive = _validate(workdir, model, name, "+recipe=naive_fp16")
+    assert not passed and (naive["nonfinite"] > 0 or float(naive["cosine"]) < 0.999), naive
+    for overrides in ([], ["upgrade_opset=keep_layernorm"], ["+recipe=transformer_fp16"]):
+        passed, metrics = _validate(workdir, model, name, *overrides)
+        assert passed and metrics["nonfinite"] == 0 and float(metrics["cosine"]) > 0.9999, (overrides, metrics)
