@@ -56,21 +56,22 @@ def qualified(domain: str, op_type: str) -> str:
 def located_nodes(model: onnx.ModelProto, expands: Callable[[str], bool] = lambda op_type: True,
                   ) -> Iterator[tuple[str, onnx.NodeProto]]:
     """(where, node) for every node the parser would import: the main graph, every subgraph
-    (named `<If node> > then_branch > <node>`), and the bodies of model-local functions a
-    node calls (`<node> > function <name> > <node>`) when `expands(op_type)`."""
+    (named `<If node>/then_branch/<node>`, as graph/scopes.py names body nodes: a model the
+    precision stage wrote already carries these names, kept as they are), and the bodies of
+    model-local functions a node calls (`<node>/function:<name>/<node>`) when `expands(op_type)`."""
     functions = {f.name: f for f in model.functions}
 
     def walk(nodes, prefix: str, calling: tuple[str, ...]):
         for name, node in parser_names(nodes).items():
-            where = f"{prefix}{name}"
+            where = name if name.startswith(prefix) else f"{prefix}{name}"
             yield where, node
             for attribute in node.attribute:
                 graphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
                 for graph in graphs:
-                    yield from walk(graph.node, f"{where} > {attribute.name} > ", calling)
+                    yield from walk(graph.node, f"{where}/{attribute.name}/", calling)
             function = functions.get(node.op_type)
             if function is not None and node.op_type not in calling and expands(node.op_type):
-                yield from walk(function.node, f"{where} > function {function.name} > ", (*calling, node.op_type))
+                yield from walk(function.node, f"{where}/function:{function.name}/", (*calling, node.op_type))
 
     yield from walk(model.graph.node, "", ())
 
