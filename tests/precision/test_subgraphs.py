@@ -80,6 +80,31 @@ def test_tensor_names_two_branches_share_are_made_unique():
     assert run(model, feeds)[0].tolist() == [-1.0, 2.0]
 
 
+def test_a_renamed_branch_tensor_never_takes_a_name_a_later_scope_defines():
+    # Regression (silero_vad_op18_ifless, PyTorch 2.9's exporter): both branches define `w` and the
+    # then branch (renamed second: attributes are sorted) also defines `w_1`; renaming the second `w` to `w_1` made ONNX Runtime refuse the
+    # model ("initializer name is not unique").
+    def branch(name, extra):
+        inits = [numpy_helper.from_array(np.full(2, 2.0, np.float32), "w")]
+        nodes = [helper.make_node("Mul", ["x", "w"], [f"{name}_o"], name=f"{name}_mul")]
+        if extra:
+            inits.append(numpy_helper.from_array(np.full(2, 3.0, np.float32), "w_1"))
+            nodes = [helper.make_node("Mul", ["x", "w"], ["t"], name="m0"),
+                     helper.make_node("Mul", ["t", "w_1"], [f"{name}_o"], name=f"{name}_mul")]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_o", FP32, [2])], inits)
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch("a", True), else_branch=branch("b", False))],
+        "g", [helper.make_tensor_value_info("x", FP32, [2]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FP32, [2])]), opset_imports=[helper.make_opsetid("", 17)])
+    model, _ = named(model)
+    names = [t.name for g in all_graphs(model.graph) for t in g.initializer]
+    assert len(names) == len(set(names)) == 3
+    feeds = {"x": np.array([1.0, -2.0], np.float32)}
+    assert run(model, {**feeds, "c": np.array(True)})[0].tolist() == [6.0, -12.0]
+    assert run(model, {**feeds, "c": np.array(False)})[0].tolist() == [2.0, -4.0]
+
+
 # --- rules -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rule, expected", [

@@ -98,10 +98,23 @@ def name_all_nodes(model: onnx.ModelProto) -> int:
 def rename_sibling_collisions(graph: onnx.GraphProto) -> list[tuple[str, str]]:
     """Rename body-local tensors whose name another scope defines too; returns (old, new) pairs."""
     seen = _local_definitions(graph)
+    # A new name must be free in every scope, also in those not visited yet: `x` renamed to `x_1`
+    # while a later branch defines its own `x_1` would make a new collision (ONNX Runtime refuses
+    # a model whose initializer names repeat across scopes).
+    taken = set(seen)
+    for node in graph.node:
+        _collect_definitions(node, taken)
     renamed: list[tuple[str, str]] = []
     for node in graph.node:
-        _rename_in_bodies(node, seen, renamed)
+        _rename_in_bodies(node, seen, taken, renamed)
     return renamed
+
+
+def _collect_definitions(node, taken: set[str]) -> None:
+    for _, body in node_subgraphs(node):
+        taken.update(_local_definitions(body))
+        for inner in body.node:
+            _collect_definitions(inner, taken)
 
 
 def _local_definitions(graph: onnx.GraphProto) -> set[str]:
@@ -110,18 +123,19 @@ def _local_definitions(graph: onnx.GraphProto) -> set[str]:
     return names
 
 
-def _rename_in_bodies(node, seen: set[str], renamed: list) -> None:
+def _rename_in_bodies(node, seen: set[str], taken: set[str], renamed: list) -> None:
     for _, body in node_subgraphs(node):
         for old in sorted(_local_definitions(body)):
             if old in seen:
-                new = unique_name(old, seen)
+                new = unique_name(old, taken)
                 _rename_everywhere(body, old, new)
                 renamed.append((old, new))
                 seen.add(new)
+                taken.add(new)
             else:
                 seen.add(old)
         for inner in body.node:
-            _rename_in_bodies(inner, seen, renamed)
+            _rename_in_bodies(inner, seen, taken, renamed)
 
 
 def _rename_everywhere(graph: onnx.GraphProto, old: str, new: str) -> None:
