@@ -28,7 +28,7 @@ from onnx import helper
 
 from trtpipe.graph.weights_on_disk import tensor_array
 from trtpipe.precision.network import Network
-from trtpipe.precision.passthrough import PASSTHROUGH_OPS
+from trtpipe.precision.passthrough import passthrough_views
 
 log = logging.getLogger(__name__)
 
@@ -51,17 +51,7 @@ def flush_effects(net: Network, constant: str, consumers: list[str], observed) -
 
 def _views_of(net: Network, constant: str) -> set[str]:
     """The constant and every tensor that holds its values moved by passthrough ops."""
-    views, stack = {constant}, [constant]
-    while stack:
-        current = stack.pop()
-        for consumer in net.consumers.get(current, []):
-            node = net.nodes[consumer]
-            if node.op_type in PASSTHROUGH_OPS and node.input and node.input[0] == current:
-                for out in node.output:
-                    if out and out not in views:
-                        views.add(out)
-                        stack.append(out)
-    return views
+    return passthrough_views(net, constant)
 
 
 def _effect(net: Network, node: onnx.NodeProto, views: set[str], observed, threshold: float) -> float | None:

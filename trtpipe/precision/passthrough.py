@@ -10,6 +10,16 @@ PASSTHROUGH_OPS = {"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "
 
 def real_consumers(net: Network, tensor: str) -> list[str]:
     """Consumers of `tensor`, looking through passthrough ops (iterative, linear)."""
+    return passthrough_walk(net, tensor)[1]
+
+
+def passthrough_views(net: Network, tensor: str) -> set[str]:
+    """`tensor` and every tensor that holds its values moved by passthrough ops."""
+    return passthrough_walk(net, tensor)[0]
+
+
+def passthrough_walk(net: Network, tensor: str) -> tuple[set[str], list[str]]:
+    """(the views of `tensor` through passthrough ops, the nodes that finally use them)."""
     found: list[str] = []
     stack, seen = [tensor], {tensor}
     while stack:
@@ -23,4 +33,4 @@ def real_consumers(net: Network, tensor: str) -> list[str]:
                         stack.append(out)
             else:
                 found.append(consumer)
-    return list(dict.fromkeys(found))
+    return seen, list(dict.fromkeys(found))
