@@ -93,3 +93,47 @@ def test_plan_and_mixed_precision_model_are_sound(run: dict, model_path: Path):
              "h": np.zeros((1, 1, 128), np.float32), "c": np.zeros((1, 1, 128), np.float32)}
     probs = session.run(None, feeds)[0]
     assert probs.shape == (4,) and np.all((probs >= 0) & (probs <= 1))
+
+
+# --- Silero VAD with If subgraphs (silero-vad's own wheel) ------------------------------------------
+# 25 `If` nodes (nested, selecting the 8/16 kHz path) and 4 `LSTM`s inside the branches: what the
+# issue's "subgraphs are first-class" and "sanitize never breaks a valid model" are about. Before,
+# sanitize's constant folding broke it and blamed the model (exit 2); with folding off the plan
+# labelled the Ifs fp16 while their bodies stayed FP32 (0% FLOPs converted).
+IF_MODEL = BY_NAME["silero_vad"]
+
+
+@pytest.fixture(scope="module")
+def if_run(tmp_path_factory) -> dict:
+    try:
+        path = fetch(IF_MODEL.name)
+    except WildFetchError as error:
+        pytest.fail(f"cannot fetch the wild model {IF_MODEL.name} ({IF_MODEL.package}=={IF_MODEL.version}): {error}")
+    work = tmp_path_factory.mktemp("wild_if")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    for name in ("TRTPIPE_CACHE", "TRTPIPE_DEBUG"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "trtpipe", "--json", f"model.path={path}", f"cache.dir={work / 'cache'}",
+               f"hydra.run.dir={work / 'run'}", *IF_MODEL.overrides]
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=180)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"code": done.returncode, "stderr": done.stderr, "report": report, "run_dir": Path(report["run_dir"])}
+
+
+def test_if_subgraph_model_passes_with_its_bodies_converted(if_run: dict):
+    assert if_run["code"] == 0, if_run["stderr"][-2000:]
+    assert "Traceback" not in if_run["stderr"]
+    plan = json.loads((if_run["run_dir"] / "precision" / "precision_plan.json").read_text())
+    nodes = {node["name"]: node for node in plan["nodes"]}
+    ifs = [node for node in plan["nodes"] if node["op_type"] == "If"]
+    body_nodes = [name for name in nodes if "/then_branch/" in name or "/else_branch/" in name]
+    assert ifs and len(body_nodes) > len(ifs)  # bodies are planned node by node
+    # An If is never labelled with a precision its body does not have.
+    for node in ifs:
+        prefix = node["name"] + "/"
+        inner = {nodes[n]["precision"] for n in body_nodes if n.startswith(prefix)} & {"fp16", "fp32", "bf16"}
+        if node["precision"] in ("fp16", "fp32"):
+            assert inner <= {node["precision"]}, (node["name"], node["precision"], inner)
+    assert any(nodes[n]["op_type"] == "LSTM" and nodes[n]["precision"] == "fp16" for n in body_nodes)
+    assert plan["totals"]["low_precision_flop_share"] >= 0.8  # the LSTMs and Convs in the branches count
+    onnx.checker.check_model(str(if_run["run_dir"] / "precision" / "model.onnx"), full_check=True)
