@@ -1,4 +1,5 @@
-"""One model from the wild in the test suite: Silero VAD v6 as faster-whisper ships it.
+"""Models from the wild in the test suite: Silero VAD v6 as faster-whisper ships it, and
+Silero VAD with If subgraphs from silero-vad's own wheel (at the end of this file).
 
 The model (1.2 MB, from a 1.1 MB wheel pinned by sha256 in bench/wild_models.py) has
 what the built-in models do not: an ONNX `LSTM` with initial-state graph inputs, a
