@@ -228,3 +228,35 @@ def test_a_user_rule_is_not_overridden_but_reported(tmp_path, caplog):
     [entry] = plan["boundaries"]["not_moved"]
     assert entry["node"] == "log" and entry["tensor"] == "power" and "rule log16" in entry["why"]
     assert "will be inf in fp16" in caplog.text
+
+
+def test_a_boundary_inside_an_if_branch_is_checked_too():
+    """Regression: the stored-tensor check walked the main graph only. Inside an If branch, a Mul kept
+    FP32 (its constant 1e5 does not fit FP16) handed 4e5 to an FP16 Log: cast to inf, every output inf."""
+    from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
+    from trtpipe.precision.planner import plan_precision
+
+    def branch(name, k):
+        return helper.make_graph(
+            [helper.make_node("Mul", ["x", f"{name}_k"], [f"{name}_p"], name=f"{name}_mul"),
+             helper.make_node("Log", [f"{name}_p"], [f"{name}_o"], name=f"{name}_log")], name, [],
+            [helper.make_tensor_value_info(f"{name}_o", TensorProto.FLOAT, [4])],
+            [numpy_helper.from_array(np.full(4, k, np.float32), f"{name}_k")])
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch("a", 1e5), else_branch=branch("b", 1.0))],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+              helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])]), opset_imports=[helper.make_opsetid("", 17)])
+    name_nodes_as_parser_does(model)
+    feeds = {"x": np.array([1, 2, 3, 4], np.float32), "c": np.array(True)}
+    notes: dict = {}
+    decisions, _ = plan_precision(network_from_model(model), precision_config(), [feeds], notes)
+    log = decisions["if/then_branch/a_log"]
+    assert log.precision == "fp32" and log.reason.startswith("boundary: input tensor a_p")
+    assert decisions["if/else_branch/b_log"].precision == "fp16"  # nothing out of range there
+    assert [entry["node"] for entry in notes["boundaries"]["kept_fp32"]] == ["if/then_branch/a_log"]
+    mixed, _ = materialize(model, {n: MATERIALIZE_AS[d.precision] for n, d in decisions.items()})
+    onnx.checker.check_model(mixed, full_check=True)
+    emulated = EmulatedRunner(mixed).run(feeds)["y"]
+    np.testing.assert_allclose(emulated, ReferenceRunner(model).run(feeds)["y"], rtol=1e-3)

@@ -28,7 +28,9 @@ Decisions:
   above 65504 are moved in the same round (predicted from the network), then
   the plan is checked again, to a fixpoint or `MAX_ROUNDS` rounds (every
   round only moves nodes to FP32, so it terminates).
-- Tolerated: a tensor that overflows only towards -inf (its largest value fits:
+- Tolerated: a tensor read by an op that saturates (Tanh, Sigmoid, Erf: inf
+  gives +-1, 0 or 1 as any value beyond 65504 does in FP32), and a tensor that
+  overflows only towards -inf (its largest value fits:
   an additive attention mask of -1e9 or -3.4e38) read by Softmax/LogSoftmax.
   exp(-inf) is 0, as the reference's exp of the huge negative value is, so the
   consumer stays fp16 (keeping attention's Softmax FP32 would also break
@@ -37,7 +39,10 @@ Decisions:
 - The plan is materialised only when the network shows a candidate (a tensor
   beyond 65504 with an fp16 producer or reader): most plans need none.
 - Weights are the constants rule's (auto_constants.py): initializers have no
-  reference-run value here. Subgraph bodies are not checked (main graph only).
+  reference-run value here.
+- If/Loop/Scan bodies are checked like the main graph: the reference run
+  carries body tensors out (auto_range.py), and the materialised bodies are
+  walked with their boundary Casts (a body node is named as in the plan).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from dataclasses import dataclass
 import onnx
 from onnx import TensorProto
 
+from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.precision.auto_range import Observed
 from trtpipe.precision.decisions import FP16_MAX, MATERIALIZE_AS, Decision
 from trtpipe.precision.network import Network
@@ -58,6 +64,8 @@ MAX_ROUNDS = 4
 _MOVABLE_SOURCES = ("default",)
 # Ops for which an input of -inf gives exactly what the huge negative value gives in FP32.
 _NEGATIVE_INF_SAFE = frozenset({"Softmax", "LogSoftmax"})
+# Ops that saturate: +-inf gives exactly what any value beyond 65504 gives in FP32 (+-1, 0 or 1).
+_SATURATING = frozenset({"Tanh", "Sigmoid", "Erf"})
 
 
 @dataclass(frozen=True)
@@ -138,13 +146,19 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
 
 
 def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
+    if net.op_type(node) in _SATURATING:
+        return _entry(node, found, why=f"{net.op_type(node)} saturates: +-inf gives what the reference's "
+                                       f"values beyond {FP16_MAX:g} give")
     return _entry(node, found, why=f"only values below -{FP16_MAX:g} overflow (to -inf); {net.op_type(node)} maps "
                                    "-inf to what the reference's huge negative value gives")
 
 
 def _tolerated(net: Network, node: str, found: StoredTensor, observed: Observed) -> bool:
-    return (found.kind != "output" and net.op_type(node) in _NEGATIVE_INF_SAFE
-            and observed.highest.get(found.tensor, 0.0) <= FP16_MAX and net.nodes[node].input[0] == found.tensor)
+    if found.kind == "output" or net.nodes[node].input[0] != found.tensor:
+        return False
+    if net.op_type(node) in _SATURATING:
+        return True
+    return net.op_type(node) in _NEGATIVE_INF_SAFE and observed.highest.get(found.tensor, 0.0) <= FP16_MAX
 
 
 def _entry(node: str, found: StoredTensor, **extra) -> dict:
@@ -198,15 +212,17 @@ def _overflowing_fp16_tensors(net: Network, decisions: dict[str, Decision], tens
 
     node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
     mixed, _ = materialize(net.model, node_precision, keep_io_types=keep_io_types)
-    graph = mixed.graph
-    reference = _reference_names(net, graph)
-    fp16 = [t for t, elem in _element_types(graph).items() if elem == TensorProto.FLOAT16 and t in reference]
-    producer = {out: node for node in graph.node for out in node.output if out}
+    graphs = list(all_graphs(mixed.graph))
+    nodes_of_all = [node for graph in graphs for node in graph.node]
+    reference = _reference_names(net, mixed.graph, nodes_of_all)
+    fp16 = [t for t, elem in _element_types(graphs, nodes_of_all).items()
+            if elem == TensorProto.FLOAT16 and t in reference]
+    producer = {out: node for node in nodes_of_all for out in node.output if out}
     consumers: dict[str, list[str]] = {}
-    for node in graph.node:
+    for node in nodes_of_all:
         for tensor in node.input:
             consumers.setdefault(tensor, []).append(node.name)
-    graph_inputs = {value.name for value in graph.input}
+    graph_inputs = {value.name for value in mixed.graph.input}
     found = []
     for tensor in fp16:
         magnitude = tensor_max.get(reference[tensor], 0.0)
@@ -242,10 +258,11 @@ def _is_original(node: onnx.NodeProto, net: Network) -> bool:
     return original is not None and original.op_type == node.op_type
 
 
-def _reference_names(net: Network, graph: onnx.GraphProto) -> dict[str, str]:
-    """Materialised tensor -> the reference tensor holding its value (before rounding)."""
+def _reference_names(net: Network, graph: onnx.GraphProto, nodes: list[onnx.NodeProto]) -> dict[str, str]:
+    """Materialised tensor -> the reference tensor holding its value (before rounding); `nodes` are every
+    graph's, outer graphs first (a body's Cast reads a tensor mapped before it)."""
     reference = {value.name: value.name for value in graph.input}
-    for node in graph.node:
+    for node in nodes:
         if _is_original(node, net):
             for materialised, original in zip(node.output, net.nodes[node.name].output):
                 if materialised:
@@ -255,12 +272,13 @@ def _reference_names(net: Network, graph: onnx.GraphProto) -> dict[str, str]:
     return reference
 
 
-def _element_types(graph: onnx.GraphProto) -> dict[str, int]:
+def _element_types(graphs: list[onnx.GraphProto], nodes: list[onnx.NodeProto]) -> dict[str, int]:
     types = {}
-    for value in [*graph.input, *graph.value_info, *graph.output]:
-        if value.type.HasField("tensor_type"):
-            types[value.name] = value.type.tensor_type.elem_type
-    for node in graph.node:
+    for graph in graphs:
+        for value in [*graph.input, *graph.value_info, *graph.output]:
+            if value.type.HasField("tensor_type"):
+                types[value.name] = value.type.tensor_type.elem_type
+    for node in nodes:
         if node.op_type == "Cast":
             to = next((a.i for a in node.attribute if a.name == "to"), None)
             if to is not None and node.output:

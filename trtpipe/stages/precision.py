@@ -22,8 +22,9 @@ class PlanPrecision(Stage):
     # 9: If/Loop/Scan bodies planned and materialised, FLOP share with the sample data's shapes;
     # 10: dim_value <= 0 is dynamic (shapes, FLOPs);
     # 11: the search maximises the FLOP share, search.json format 2 (Pareto front);
-    # 12: LayerNorm groups in the forms other exporters write
-    version = "12"
+    # 12: LayerNorm groups in the forms other exporters write;
+    # 13: stored-tensor check inside If/Loop/Scan bodies; saturating readers (Tanh, Sigmoid, Erf) tolerated
+    version = "13"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
