@@ -81,15 +81,16 @@ def test_cli_refuses_a_non_cache_folder_in_one_line(tmp_path):
     assert sorted(p.name for p in home.iterdir()) == ["tmp"]
 
 
-def test_symlinked_tmp_is_refused_and_its_target_untouched(tmp_path):
+@pytest.mark.parametrize("sub", ["tmp", "entries"])
+def test_symlinked_tmp_is_refused_and_its_target_untouched(tmp_path, sub):
     """Reproduced: a cache whose tmp/ linked to a user folder had that folder's old subfolders deleted."""
     ArtifactCache(tmp_path / "cache")
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "old-work").mkdir(parents=True)
     (elsewhere / "old-work" / "data.txt").write_text("keep")
     make_old(elsewhere / "old-work")
-    (tmp_path / "cache" / "tmp").rmdir()
-    (tmp_path / "cache" / "tmp").symlink_to(elsewhere)
+    (tmp_path / "cache" / sub).rmdir()
+    (tmp_path / "cache" / sub).symlink_to(elsewhere)
     with pytest.raises(UserError, match="symbolic link"):
         ArtifactCache(tmp_path / "cache")
     assert (elsewhere / "old-work" / "data.txt").read_text() == "keep"
@@ -259,7 +260,8 @@ def test_symlink_inside_an_entry_is_discarded(tmp_path, caplog):
 # 4. Every cache input is verified -------------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["[]", "42", '"entry"', "null",
-                                  "FILES_LIST", "DIGEST_INT", "OUTPUTS_LIST", "SUMMARY_LIST", "CONSOLE_OUTSIDE"])
+                                  "FILES_LIST", "DIGEST_INT", "OUTPUTS_LIST", "SUMMARY_LIST", "CONSOLE_OUTSIDE",
+                                  "MATERIAL_EDITED", "MATERIAL_NAN"])
 def test_record_not_matching_the_schema_is_rebuilt(tmp_path, caplog, text):
     """Reproduced: a non-object entry.json (or wrong field types) ended every later run with
     an AttributeError/TypeError instead of a rebuild."""
@@ -275,6 +277,8 @@ def test_record_not_matching_the_schema_is_rebuilt(tmp_path, caplog, text):
         "OUTPUTS_LIST": {**record, "outputs": [record["outputs"]["model"]]},
         "SUMMARY_LIST": {**record, "summary": ["x"]},
         "CONSOLE_OUTSIDE": {**record, "console_file": "../../../../secret.txt"},
+        "MATERIAL_EDITED": {**record, "material": {**record["material"], "version": "2"}},
+        "MATERIAL_NAN": {**record, "material": {**record["material"], "config": {"x": float("nan")}}},
     }
     (entry / "entry.json").write_text(json.dumps(broken[text]) if text in broken else text)
     with caplog.at_level(logging.WARNING):
@@ -320,6 +324,25 @@ def test_builtin_model_without_a_recorded_digest_is_regenerated(tmp_path):
     path.write_bytes(b"not the model")
     assert resolve_model_source(None, "transformer", root, tmp_path).read_bytes() != b"not the model"
     assert record.read_text() == sha256_file(path)
+
+
+def test_symlinked_builtin_folder_is_not_followed(tmp_path, caplog):
+    """Reproduced: a builtin/<model>/ folder linked elsewhere (with a planted model and digest) was used."""
+    from trtpipe.source import resolve_model_source
+
+    root = tmp_path / "cache"
+    ArtifactCache(root)
+    path = resolve_model_source(None, "transformer", root, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    path.parent.rename(elsewhere)
+    (elsewhere / "model.onnx").write_bytes(b"planted")
+    (elsewhere / "model.onnx.sha256").write_text(sha256_file(elsewhere / "model.onnx"))
+    path.parent.symlink_to(elsewhere)
+    with caplog.at_level(logging.WARNING):
+        again = resolve_model_source(None, "transformer", root, tmp_path)
+    assert "symbolic link" in caplog.text
+    assert not again.parent.is_symlink() and again.read_bytes() != b"planted"
+    assert (elsewhere / "model.onnx").read_bytes() == b"planted"
 
 
 @pytest.mark.parametrize("memo", ["[]", '{"PATH": {"sha256": 1}}', '{"PATH": []}'])

@@ -49,6 +49,10 @@ def _builtin_model_file(name: str, cache_root: Path) -> Path:
     onnx_version = distribution_version("onnx")
     target = cache_root / "builtin" / f"{name}-v{BUILTIN_MODEL_VERSION}-onnx{onnx_version}" / "model.onnx"
     record = target.with_name(target.name + ".sha256")
+    for folder in (target.parent.parent, target.parent):  # only real folders inside the cache
+        if folder.is_symlink():
+            log.warning("%s in the cache is a symbolic link: removed, the model is generated in the cache", folder)
+            folder.unlink()
     if _verified(target, record):
         return target
     model = builtin_model(name)  # raises UserError for an unknown name

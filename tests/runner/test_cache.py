@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
-import os
 import time
 from pathlib import Path
 

@@ -118,6 +118,8 @@ class ArtifactCache:
         problem = record_problem(record, stage, key, directory)
         if problem:
             return None, f"{ENTRY_FILE}: {problem}"
+        if _key_of(record["material"]) != key:
+            return None, f"{ENTRY_FILE}: its material does not hash to its key"
         for name, digest in record["files"].items():
             if sha256_file(directory / name) != digest:
                 return None, f"{name} does not match its recorded sha256"
@@ -204,6 +206,13 @@ class ArtifactCache:
             items = [i for i in items if isinstance(i, dict)]
             items = [{"key": key, "material": material}] + [i for i in items if i.get("key") != key]
             write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
+
+
+def _key_of(material: dict) -> str | None:
+    try:
+        return cache_key(material)
+    except ValueError:  # NaN or infinity, which no key ever held
+        return None
 
 
 def _inode(path: Path) -> tuple[int, int]:

@@ -9,7 +9,8 @@ Decisions:
   unmistakably trtpipe's: the four directories entries/, tmp/, locks/, index/ that every
   earlier version created together, all real directories, and nothing at the top level
   but trtpipe's own names. Anything else is refused.
-- A symlinked tmp/ is refused: cleanup must never reach into a directory elsewhere.
+- A symlinked tmp/ (or entries/, locks/, index/) is refused: cleanup must never reach into a
+  directory elsewhere, and trtpipe writes only inside the cache and the run directory.
 - Each temporary is a directory tmp/<id>/ holding the marker-and-lock file `TRTPIPE_TMP`
   and the entry being built (tmp/<id>/entry/). The writer holds an flock on `TRTPIPE_TMP`
   for the temporary's whole life; the kernel drops it when the writer dies, whatever its
@@ -53,26 +54,30 @@ def claim_cache_dir(root: Path) -> None:
     """Make sure `root` (existing and writable) is a trtpipe cache: mark it, adopt it, or refuse."""
     marker = root / CACHE_MARKER
     fix_hint = f"set cache.dir (or TRTPIPE_CACHE) to an empty or new folder, or to a trtpipe cache (it holds {CACHE_MARKER})"
-    if marker.is_file() and not marker.is_symlink():
+    # One listing decides: a concurrent first user writes the marker before anything else.
+    children = [p for p in root.iterdir() if not _transient(p.name)]
+    if any(p.name == CACHE_MARKER for p in children):
         _check_marker(marker, fix_hint)
     else:
-        children = [p for p in root.iterdir() if not _transient(p.name)]
         if children and not _old_layout(root, children):
             raise UserError(f"cache directory {root} is not empty and is not a trtpipe cache (no {CACHE_MARKER})",
                             fix_hint)
         if children:
             log.info("adopting the trtpipe cache %s written before caches were marked", root)
         write_atomic(marker, json.dumps({"tool": "trtpipe", "format": CACHE_FORMAT}).encode())
-    tmp = root / "tmp"
-    if tmp.is_symlink():
-        raise UserError(f"the cache's tmp/ ({tmp}) is a symbolic link; trtpipe never cleans a linked directory",
-                        f"remove the link {tmp} (trtpipe recreates it as a folder)")
     for sub in SUBDIRS:
-        (root / sub).mkdir(exist_ok=True)
+        linked = root / sub
+        if linked.is_symlink():  # tmp/ above all: cleanup must never reach through a link
+            raise UserError(f"the cache's {sub}/ ({linked}) is a symbolic link; trtpipe writes and cleans "
+                            "only real folders inside its cache (link the whole cache.dir instead)",
+                            f"rm {linked}  (trtpipe recreates {sub}/ as a folder)")
+        linked.mkdir(exist_ok=True)
 
 
 def _check_marker(marker: Path, fix_hint: str) -> None:
     try:
+        if marker.is_symlink():
+            raise ValueError("a symbolic link")
         record = json.loads(marker.read_text())
     except (OSError, ValueError):
         record = None
