@@ -45,7 +45,7 @@ def test_sigkill_mid_stage_leaves_nothing_that_is_ever_used(tmp_path):
     victim = start_trtpipe(tmp_path, cache, *overrides, "hydra.run.dir=killed")
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until the stage is writing its output
-        partial = [p for p in (cache / "tmp").glob("*/model.onnx*")] if (cache / "tmp").exists() else []
+        partial = [p for p in (cache / "tmp").glob("*/entry/model.onnx*")] if (cache / "tmp").exists() else []
         if partial and partial[0].stat().st_size > 0:
             break
         time.sleep(0.005)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trtpipe.errors import UserError
 from trtpipe.runner.files import write_atomic
-from trtpipe.runner.hashing import locations_in
+from trtpipe.runner.hashing import locations_in, sha256_bytes, sha256_file
 from trtpipe.runner.tools import distribution_version
 
 log = logging.getLogger(__name__)
@@ -35,14 +35,45 @@ def _checked_user_model(path: Path) -> Path:
 
 
 def _builtin_model_file(name: str, cache_root: Path) -> Path:
-    """Generate the built-in model once per generator version, atomically, in the cache."""
+    """Generate the built-in model once per generator version, atomically, in the cache.
+
+    Decision: the cache is not trusted blindly: the model's sha256 is recorded next to it
+    (model.onnx.sha256) when generated and checked on every use (the models are small);
+    a model that does not match, or has no digest on record (older caches), is regenerated,
+    with a warning when a digest was on record.
+    """
+    from filelock import FileLock
+
     from trtpipe.models import BUILTIN_MODEL_VERSION, builtin_model
 
     onnx_version = distribution_version("onnx")
     target = cache_root / "builtin" / f"{name}-v{BUILTIN_MODEL_VERSION}-onnx{onnx_version}" / "model.onnx"
-    if not target.is_file():
-        model = builtin_model(name)  # raises UserError for an unknown name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, model.SerializeToString())
-        log.debug("generated built-in model %s at %s", name, target)
+    record = target.with_name(target.name + ".sha256")
+    for folder in (target.parent.parent, target.parent):  # only real folders inside the cache
+        if folder.is_symlink():
+            log.warning("%s in the cache is a symbolic link: removed, the model is generated in the cache", folder)
+            folder.unlink()
+    if _verified(target, record):
+        return target
+    model = builtin_model(name)  # raises UserError for an unknown name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / ".generate.lock"), timeout=60):
+        if _verified(target, record):  # another process regenerated it meanwhile
+            return target
+        if record.is_file():
+            log.warning("built-in model %s in the cache does not match its recorded sha256: regenerating", target)
+        data = model.SerializeToString()
+        record.unlink(missing_ok=True)
+        write_atomic(target, data)
+        write_atomic(record, sha256_bytes(data).encode())
+    log.debug("generated built-in model %s at %s", name, target)
     return target
+
+
+def _verified(target: Path, record: Path) -> bool:
+    try:
+        if target.is_symlink() or record.is_symlink():
+            return False
+        return sha256_file(target) == record.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return False

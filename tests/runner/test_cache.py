@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
-import os
 import time
 from pathlib import Path
 
@@ -100,26 +99,21 @@ def test_miss_reason_names_the_changed_config_key(tmp_path):
     assert second.reason == "config.fold_constants changed true -> false"
 
 
-def test_stale_tmp_of_dead_process_is_removed(tmp_path):
+def test_temporary_of_a_dead_writer_is_removed_and_a_live_one_kept(tmp_path):
+    """Liveness is the writer's flock on its temporary's marker (cache_dir.py), not its PID."""
+    from trtpipe.runner.cache_dir import Temporary
+
     ArtifactCache(tmp_path)
-    dead = subprocess_pid_that_exited()
-    import socket
-
-    stale = tmp_path / "tmp" / f"{socket.gethostname()}-{dead}-abcdef123456"
-    stale.mkdir()
-    (stale / "model.bin").write_text("half")
-    live = tmp_path / "tmp" / f"{socket.gethostname()}-{os.getpid()}-abcdef123456"
-    live.mkdir()
+    live = Temporary(tmp_path / "tmp")
+    (live.path / "model.bin").write_text("half")
+    dead = tmp_path / "tmp" / "dead-writer"
+    (dead / "entry").mkdir(parents=True)
+    (dead / "TRTPIPE_TMP").write_text("")  # marked, and nobody holds its lock
     ArtifactCache(tmp_path)
-    assert not stale.exists()
-    assert live.exists()
-
-
-def subprocess_pid_that_exited() -> int:
-    process = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(0,))
-    process.start()
-    process.join()
-    return process.pid
+    assert not dead.exists()
+    assert (live.path / "model.bin").read_text() == "half"
+    live.close()
+    assert not live.container.exists()
 
 
 def _compute_in_process(root: str, counter: str) -> str:

@@ -2,15 +2,19 @@
 
 Layout under the cache root:
   entries/<stage>/<key>/   entry.json + the stage's output files (never modified)
-  tmp/<host>-<pid>-<id>/   an entry being built; renamed into entries/ when complete
+  TRTPIPE_CACHE.json       marks the folder as trtpipe's cache (cache_dir.py)
+  tmp/<id>/entry/          an entry being built; renamed into entries/ when complete
+  tmp/<id>/TRTPIPE_TMP     marks the temporary as trtpipe's; its writer holds an flock on it
   locks/<key>.lock         one lock per key: concurrent jobs wait, then hit
   index/<stage>.json       recent key materials, to explain why a stage re-ran
 
 Decisions:
 - An entry is published by one atomic rename of a complete directory, so a crash
   leaves at most a stale tmp directory, never a partial entry.
-- An entry is trusted only if entry.json parses, names the expected stage and key,
-  and every file's sha256 matches; otherwise it is discarded with a warning and rebuilt.
+- An entry is trusted only if entry.json parses, passes the record schema
+  (entry_schema.py: plain file names, field types, the expected stage and key), and
+  every file's sha256 matches; otherwise it is discarded with a warning and rebuilt.
+- Only marked temporaries whose writer's lock is free are ever deleted (cache_dir.py).
 - Locks are `filelock` (flock on POSIX): the kernel releases them when the holder
   dies, so a dead process never blocks others.
 """
@@ -20,10 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import socket
-import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
@@ -31,6 +31,8 @@ from typing import Callable, Mapping
 from filelock import FileLock, Timeout
 
 from trtpipe.errors import StageFailed
+from trtpipe.runner.cache_dir import Temporary, claim_cache_dir, remove_dead_temporaries
+from trtpipe.runner.entry_schema import record_problem
 from trtpipe.runner.explain import explain_miss
 from trtpipe.runner.files import disk_errors_as_user_errors, ensure_writable_dir, write_atomic
 from trtpipe.runner.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
@@ -39,7 +41,6 @@ log = logging.getLogger(__name__)
 
 ENTRY_FILE = "entry.json"
 _INDEX_LENGTH = 32
-_STALE_TMP_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,8 @@ class ArtifactCache:
         fix = "set cache.dir (or TRTPIPE_CACHE) to a writable directory"
         self.root = ensure_writable_dir(Path(root), "cache directory", fix)
         self.lock_timeout = lock_timeout
-        for sub in ("entries", "tmp", "locks", "index"):
-            (self.root / sub).mkdir(exist_ok=True)
-        self._remove_stale_tmp()
+        claim_cache_dir(self.root)
+        remove_dead_temporaries(self.root / "tmp")
 
     def get_or_compute(self, stage: str, material: dict, compute: Compute,
                        required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None) -> CacheResult:
@@ -107,23 +107,23 @@ class ArtifactCache:
 
     def _load(self, stage: str, key: str, required: tuple[str, ...] = ()) -> tuple[CacheEntry | None, str | None]:
         directory = self._entry_dir(stage, key)
-        if not directory.exists():
+        if not directory.exists() and not directory.is_symlink():
             return None, None
+        if directory.is_symlink() or not directory.is_dir():
+            return None, "the entry is not a directory"
         try:
             record = json.loads((directory / ENTRY_FILE).read_text())
         except (OSError, ValueError) as error:
             return None, f"{ENTRY_FILE} unreadable: {error}"
-        if record.get("stage") != stage or record.get("key") != key:
-            return None, f"{ENTRY_FILE} names another stage or key"
-        for name, digest in record.get("files", {}).items():
-            path = directory / name
-            if not path.is_file():
-                return None, f"{name} is missing"
-            if sha256_file(path) != digest:
+        problem = record_problem(record, stage, key, directory)
+        if problem:
+            return None, f"{ENTRY_FILE}: {problem}"
+        if _key_of(record["material"]) != key:
+            return None, f"{ENTRY_FILE}: its material does not hash to its key"
+        for name, digest in record["files"].items():
+            if sha256_file(directory / name) != digest:
                 return None, f"{name} does not match its recorded sha256"
-        outputs = record.get("outputs", {})
-        if any(value.get("file") not in record.get("files", {}) for value in outputs.values()):
-            return None, "an output is not among the recorded files"
+        outputs = record["outputs"]
         missing = [kind for kind in required if kind not in outputs]
         if missing:
             return None, f"it lacks the output(s) {missing} the stage declares"
@@ -131,10 +131,11 @@ class ArtifactCache:
 
     def _build(self, stage: str, key: str, material: dict, compute: Compute,
                known_files: Mapping[Path, str]) -> CacheEntry:
-        tmp = self.root / "tmp" / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        temporary = None
         try:
             with disk_errors_as_user_errors(self.root):
-                tmp.mkdir(parents=True)
+                temporary = Temporary(self.root / "tmp")
+                tmp = temporary.path
                 result = dict(compute(tmp))
                 outputs = result.pop("outputs")
                 # Decision: an output that is a hard link to a file of a verified input entry (an
@@ -157,17 +158,18 @@ class ArtifactCache:
                 final.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(tmp, final)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if temporary is not None:
+                temporary.close()
         return CacheEntry(final, record)
 
     def _discard(self, directory: Path) -> None:
-        # Rename first so that no reader can see a half-deleted entry.
-        trash = self.root / "tmp" / f"discarded-{uuid.uuid4().hex[:12]}"
-        try:
-            os.rename(directory, trash)
-        except FileNotFoundError:
-            return
-        shutil.rmtree(trash, ignore_errors=True)
+        # Rename into a marked temporary first so that no reader can see a half-deleted entry,
+        # and a crash midway leaves something the next cleanup removes.
+        with Temporary(self.root / "tmp", make_path=False) as trash:
+            try:
+                os.rename(directory, trash.path)
+            except FileNotFoundError:
+                return
 
     def _lock(self, stage: str, key: str):
         lock = FileLock(str(self.root / "locks" / f"{key}.lock"))
@@ -199,34 +201,18 @@ class ArtifactCache:
                 items = json.loads(self._index_path(stage).read_text())
             except (OSError, ValueError):
                 items = []
+            if not isinstance(items, list):  # a damaged index only loses miss explanations
+                items = []
+            items = [i for i in items if isinstance(i, dict)]
             items = [{"key": key, "material": material}] + [i for i in items if i.get("key") != key]
             write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
 
-    def _remove_stale_tmp(self) -> None:
-        """Remove tmp directories of dead local processes, and any older than a day."""
-        host = socket.gethostname()
-        now = time.time()
-        for path in (self.root / "tmp").iterdir():
-            owner_host, _, rest = path.name.rpartition("-")[0].rpartition("-")
-            pid = rest if rest.isdigit() else ""
-            dead_local = owner_host == host and pid and not _pid_alive(int(pid))
-            try:
-                old = now - path.stat().st_mtime > _STALE_TMP_SECONDS
-            except FileNotFoundError:
-                continue
-            if dead_local or old or path.name.startswith("discarded-"):
-                log.debug("removing stale cache temporary %s", path)
-                shutil.rmtree(path, ignore_errors=True)
 
-
-def _pid_alive(pid: int) -> bool:
+def _key_of(material: dict) -> str | None:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return cache_key(material)
+    except ValueError:  # NaN or infinity, which no key ever held
+        return None
 
 
 def _inode(path: Path) -> tuple[int, int]:

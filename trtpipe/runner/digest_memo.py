@@ -27,7 +27,7 @@ def memoised_digest(path: Path, index_dir: Path) -> str:
     path = Path(path).resolve()
     memo_path = index_dir / _MEMO_FILE
     known = _read(memo_path).get(str(path))
-    if known and known["stamps"] == _stamps(path, known["sidecars"]):
+    if _well_formed(known) and known["stamps"] == _stamps(path, known["sidecars"]):
         return known["sha256"]
     sidecars = external_data_locations(path) if path.suffix == ".onnx" else []
     record = {"sidecars": sidecars, "stamps": _stamps(path, sidecars),
@@ -49,7 +49,16 @@ def _stamps(path: Path, sidecars: list[str]) -> list[list[int]] | None:
 
 
 def _read(memo_path: Path) -> dict:
+    """The memo; a damaged one (not JSON, not an object) is empty: it only costs a re-hash."""
     try:
-        return json.loads(memo_path.read_text())
+        memo = json.loads(memo_path.read_text())
     except (OSError, ValueError):
         return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+def _well_formed(record: object) -> bool:
+    """A memo record as `memoised_digest` writes it (a damaged one is ignored, never trusted)."""
+    return (isinstance(record, dict) and isinstance(record.get("sha256"), str)
+            and isinstance(record.get("stamps"), list) and isinstance(record.get("sidecars"), list)
+            and all(isinstance(name, str) for name in record["sidecars"]))
