@@ -1,0 +1,102 @@
+"""Bad input caught early with the right fix (issue 13, item 11), each through the real command line.
+
+Each test's docstring says what it reproduced before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.cli_helpers import run_trtpipe
+from tests.test_bad_inputs import assert_clean_failure
+
+NO_BUILD = "stages=[sanitize,upgrade_opset,precision,validate]"
+
+
+def value(name: str, shape=(1, 4), dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, list(shape))
+
+
+def duplicate_names_model(path: Path) -> None:
+    """Three main-graph nodes and both nodes of an If's then-branch are all named 'dup'."""
+    then_branch = helper.make_graph(
+        [helper.make_node("Relu", ["b"], ["t1"], name="dup"), helper.make_node("Neg", ["t1"], ["t2"], name="dup")],
+        "then", [], [value("t2")])
+    else_branch = helper.make_graph([helper.make_node("Sigmoid", ["b"], ["e1"], name="dup")], "else", [], [value("e1")])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="dup"),
+        helper.make_node("Sigmoid", ["a"], ["b"], name="dup"),
+        helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["cond"], name="positive"),
+        helper.make_node("If", ["cond"], ["branch"], name="choose", then_branch=then_branch, else_branch=else_branch),
+        helper.make_node("Add", ["a", "branch"], ["y"], name="dup"),
+    ]
+    zero = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+    graph = helper.make_graph(nodes, "g", [value("x")], [value("y")], [zero])
+    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_duplicate_node_names_are_made_unique_in_sanitize(tmp_path):
+    """Reproduced: a model whose nodes share a name (main graph and an If's branch) ran through
+    sanitize, upgrade and precision, then validate failed with "ONNX Runtime 1.32.0 cannot load the
+    model: two nodes with same node name (dup). Fix: use an onnxruntime that supports it"."""
+    duplicate_names_model(tmp_path / "dup.onnx")
+    run = run_trtpipe(tmp_path, "model.path=dup.onnx", NO_BUILD)
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.statuses() == {"sanitize": "ran", "upgrade_opset": "ran", "precision": "ran", "validate": "ran"}
+    sanitize = next(s for s in run.manifest["stages"] if s["name"] == "sanitize")
+    assert "3 duplicate node name(s) made unique (dup -> dup_1, dup -> dup_2, dup -> dup_1)" in sanitize["summary"]
+    assert "were renamed" in (run.run_dir / "trtpipe.log").read_text()
+    sanitized = onnx.load(str(run.run_dir / "sanitize" / "model.onnx"))
+    main = [n.name for n in sanitized.graph.node]
+    assert len(set(main)) == len(main) and {"dup", "dup_1", "dup_2"} <= set(main)
+    choose = next(n for n in sanitized.graph.node if n.op_type == "If")
+    branch = next(a.g for a in choose.attribute if a.name == "then_branch")
+    assert sorted(n.name for n in branch.node) == ["dup", "dup_1"]
+    # The renamed model computes what the source says: relu(x) + (-relu(sigmoid(relu(x)))) for sum(x) > 0.
+    x = np.linspace(0.1, 2.0, 4, dtype=np.float32).reshape(1, 4)
+    got = ort.InferenceSession(str(run.run_dir / "sanitize" / "model.onnx")).run(None, {"x": x})[0]
+    a = np.maximum(x, 0)
+    np.testing.assert_allclose(got, a - 1 / (1 + np.exp(-a)), rtol=1e-6)
+    validation = json.loads((run.run_dir / "validate" / "validation.json").read_text())
+    assert validation["passed"], validation
+
+
+@pytest.mark.parametrize("stages, expected", [
+    ("[sanitize,precision,upgrade_opset]",
+     "'stages' lists 'upgrade_opset' after 'precision'"),
+    ("[sanitize,upgrade_opset,precision,validate,promote_outputs]",
+     "'stages' lists 'promote_outputs' after 'validate'"),
+    ("[precision,sanitize]", "'stages' lists 'sanitize' after 'precision'"),
+    ("[sanitize,build,precision]", "'stages' lists 'precision' after 'build'"),
+    ("[sanitize,precision,promote_outputs,upgrade_opset,validate]",
+     "'stages' lists 'upgrade_opset' after 'promote_outputs'"),
+])
+def test_stages_in_an_impossible_order_are_refused_before_any_stage(tmp_path, stages, expected):
+    """Reproduced: `stages=[sanitize,precision,upgrade_opset]` ran to "trtpipe: ok" (an upgrade and
+    LayerNorm fusion of a graph already cast to FP16, which the plan no longer names), and
+    `[...,validate,promote_outputs]` changed the model after validation judged it; only a stage
+    whose input no earlier stage produced was refused."""
+    run = run_trtpipe(tmp_path, f"stages={stages}")
+    assert_clean_failure(run, tmp_path, 2, expected)
+    assert not run.run_dir.exists() or not (run.run_dir / "sanitize").exists()
+    working = ",".join(sorted(stages.strip("[]").split(","), key=["sanitize", "upgrade_opset", "precision",
+                                                                  "promote_outputs", "build", "validate"].index))
+    assert f"Fix: stages=[{working}]" in run.stderr
+
+
+@pytest.mark.parametrize("stages, expected", [
+    ("[sanitize,sanitize]", "lists a stage twice"),
+    ("[sanitize,santize]", "'santize', which is not a trtpipe stage"),
+])
+def test_stage_lists_refused_already(tmp_path, stages, expected):
+    """Checked, not changed: duplicates and unknown names were already refused (build before
+    precision was refused as `stage 'build' needs ['plan']`; it now names the order that works)."""
+    assert_clean_failure(run_trtpipe(tmp_path, f"stages={stages}"), tmp_path, 2, expected)
