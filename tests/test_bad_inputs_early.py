@@ -100,3 +100,43 @@ def test_stage_lists_refused_already(tmp_path, stages, expected):
     """Checked, not changed: duplicates and unknown names were already refused (build before
     precision was refused as `stage 'build' needs ['plan']`; it now names the order that works)."""
     assert_clean_failure(run_trtpipe(tmp_path, f"stages={stages}"), tmp_path, 2, expected)
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("validate.tolerance.cosine_min=1.5", "validate.tolerance.cosine_min is 1.5: a cosine similarity lies in [-1, 1]"),
+    ("validate.tolerance.cosine_min=-1.01", "validate.tolerance.cosine_min is -1.01"),
+    ("validate.tolerance.max_abs=-0.1", "validate.tolerance.max_abs is -0.1: an error bound is a finite number >= 0"),
+    ("validate.tolerance.max_rel=-1", "validate.tolerance.max_rel is -1.0"),
+    ("validate.tolerance.rel_l2=-0.01", "validate.tolerance.rel_l2 is -0.01"),
+    ("validate.tolerance.abs_p99=-2", "validate.tolerance.abs_p99 is -2.0"),
+    ("validate.tolerance.rel_p99=inf", "validate.tolerance.rel_p99 is inf"),
+    ("validate.tolerance.psnr_min=nan", "validate.tolerance.psnr_min is nan: NaN compares false"),
+    ("validate.tolerance.psnr_min=inf", "validate.tolerance.psnr_min is inf: a PSNR bound is a finite number"),
+    ("+validate.outputs.y={rel_l2:-0.1}", "validate.outputs.y.rel_l2 is -0.1"),
+    ("+validate.outputs.y={cosine_min:2}", "validate.outputs.y.cosine_min is 2"),
+    ("+validate.outputs.y={max_rell:0.1}", "validate.outputs.y.max_rell is not a tolerance key"),
+    ("+validate.outputs.y=3", "validate.outputs.y is 3, not a tolerance"),
+    ("++precision.search.tolerance={cosine_min:2}", "precision.search.tolerance.cosine_min is 2"),
+])
+def test_tolerances_out_of_range_are_refused_at_compose_time(tmp_path, override, expected):
+    """Reproduced: `validate.tolerance.cosine_min=1.5` (no cosine exceeds 1: every output fails),
+    negative error bounds (nothing passes) and NaN bounds (NaN compares false: everything passes)
+    all ran the whole pipeline; a per-output entry of the wrong kind failed only in validate."""
+    run = run_trtpipe(tmp_path, "stages=[sanitize,validate]", override)
+    assert_clean_failure(run, tmp_path, 2, expected)
+    assert not (run.run_dir / "sanitize").exists()
+
+
+def test_tolerances_at_the_ends_of_their_ranges_are_accepted(tmp_path):
+    """The limits themselves are valid bounds (cosine -1 judges nothing, 0 demands equality)."""
+    run = run_trtpipe(tmp_path, "stages=[sanitize]", "validate.tolerance.cosine_min=-1",
+                      "validate.tolerance.max_abs=0", "+validate.outputs.y={cosine_min:1,psnr_min:-10}")
+    assert run.code == 0, run.stderr
+
+
+def test_a_swept_tolerance_out_of_range_is_refused_before_the_first_job(tmp_path):
+    """The sweep pre-flight composes every value: the bad one is refused before any job runs."""
+    run = run_trtpipe(tmp_path, "-m", "stages=[sanitize]", "validate.tolerance.cosine_min=0.9,1.5",
+                      f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert run.code == 2 and "validate.tolerance.cosine_min is 1.5" in run.stderr, run.stderr
+    assert not (tmp_path / "sweep").exists()
