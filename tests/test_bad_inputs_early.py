@@ -140,3 +140,24 @@ def test_a_swept_tolerance_out_of_range_is_refused_before_the_first_job(tmp_path
                       f"hydra.sweep.dir={tmp_path / 'sweep'}")
     assert run.code == 2 and "validate.tolerance.cosine_min is 1.5" in run.stderr, run.stderr
     assert not (tmp_path / "sweep").exists()
+
+
+def relu_model(path: Path, opset: int) -> None:
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="act")], "g", [value("x")], [value("y")])
+    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+
+
+def test_upgrade_target_below_the_model_opset_is_reported(tmp_path):
+    """Reproduced: an opset-18 model with `upgrade_opset.target=17` (the default) printed
+    "opset 18 -> 18" and nothing else: the target was silently ignored."""
+    relu_model(tmp_path / "op18.onnx", 18)
+    run = run_trtpipe(tmp_path, "model.path=op18.onnx", "stages=[sanitize,upgrade_opset]")
+    assert run.code == 0, run.stderr
+    stage = next(s for s in run.manifest["stages"] if s["name"] == "upgrade_opset")
+    assert "target 17 is below the model's opset 18: left at 18, never downgraded" in stage["summary"]
+    assert "set upgrade_opset.target=18" in run.stdout + run.stderr
+    assert onnx.load(str(run.run_dir / "upgrade_opset" / "model.onnx")).opset_import[0].version == 18
+    # At or above the model's opset: no such message.
+    quiet = run_trtpipe(tmp_path, "model.path=op18.onnx", "stages=[sanitize,upgrade_opset]",
+                        "upgrade_opset.target=18", run_name="quiet")
+    assert quiet.code == 0 and "below the model's opset" not in quiet.stdout + quiet.stderr
