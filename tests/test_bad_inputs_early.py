@@ -161,3 +161,41 @@ def test_upgrade_target_below_the_model_opset_is_reported(tmp_path):
     quiet = run_trtpipe(tmp_path, "model.path=op18.onnx", "stages=[sanitize,upgrade_opset]",
                         "upgrade_opset.target=18", run_name="quiet")
     assert quiet.code == 0 and "below the model's opset" not in quiet.stdout + quiet.stderr
+
+
+def long_named_model(path: Path) -> None:
+    """Node names of 40 'a's and one '!': `(a+)+$` tries ~2^40 ways to split them before failing."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="a" * 40 + "!"),
+             helper.make_node("Sigmoid", ["h"], ["y"], name="a" * 39 + "!")]
+    graph = helper.make_graph(nodes, "g", [value("x")], [value("y")])
+    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("+precision.rules.slow={match:regex,pattern:'(a+)+$',precision:fp32}", "precision rule 'slow': regex '(a+)+$'"),
+    ("promote_outputs.nodes=['(a+)+$']", "promote_outputs.nodes pattern '(a+)+$'"),
+])
+def test_a_pathological_regex_is_stopped_with_the_rule_named(tmp_path, override, expected):
+    """Reproduced: the rule `(a+)+$` against 40-character node names hung the precision stage
+    (Python's `re` has no timeout; killed by the test's 300 s limit, with no message)."""
+    import time
+
+    long_named_model(tmp_path / "long.onnx")
+    extra = ["promote_outputs.match=regex"] if "promote" in override else []
+    started = time.monotonic()
+    run = run_trtpipe(tmp_path, "model.path=long.onnx", "stages=[sanitize,precision,promote_outputs]",
+                      override, *extra, timeout=120)
+    assert time.monotonic() - started < 60
+    assert_clean_failure(run, tmp_path, 2, expected)
+    assert "did not finish matching" in run.stderr and "Fix: rewrite the pattern" in run.stderr
+
+
+def test_a_regex_rule_that_finishes_still_matches(tmp_path):
+    """The bounded matching gives the same nodes as `re.fullmatch` (the worker's answer is used)."""
+    long_named_model(tmp_path / "long.onnx")
+    run = run_trtpipe(tmp_path, "model.path=long.onnx", "stages=[sanitize,precision]",
+                      "+precision.rules.first={match:regex,pattern:'a{40}!',precision:fp32}")
+    assert run.code == 0, run.stderr
+    stage = next(s for s in run.manifest["stages"] if s["name"] == "precision")
+    plan = json.loads((run.run_dir / stage["outputs"]["plan"]["path"]).read_text())
+    assert plan["rules"]["first"] == ["a" * 40 + "!"]
