@@ -199,3 +199,27 @@ def test_a_regex_rule_that_finishes_still_matches(tmp_path):
     stage = next(s for s in run.manifest["stages"] if s["name"] == "precision")
     plan = json.loads((run.run_dir / stage["outputs"]["plan"]["path"]).read_text())
     assert plan["rules"]["first"] == ["a" * 40 + "!"]
+
+
+def divide_by_zero_model(path: Path) -> None:
+    """y = relu(x / 0): +inf wherever x > 0, NaN where x == 0, in the reference and any candidate."""
+    zero = numpy_helper.from_array(np.zeros((1, 4), np.float32), "z")
+    nodes = [helper.make_node("Div", ["x", "z"], ["q"], name="div"), helper.make_node("Relu", ["q"], ["y"], name="act")]
+    graph = helper.make_graph(nodes, "g", [value("x")], [value("y")], [zero])
+    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_a_non_finite_reference_is_reported_not_silently_passed(tmp_path):
+    """Reproduced: an output that is +inf in the reference and in the candidate passed with a row
+    of zeros ("max_abs 0 ... nonfin 0 ok") and nothing in validation.json saying that no value
+    of the output was judged at all."""
+    divide_by_zero_model(tmp_path / "div0.onnx")
+    run = run_trtpipe(tmp_path, "model.path=div0.onnx", NO_BUILD, "+data.inputs.x={low:0.5,high:1}")
+    assert run.code == 0, run.stdout + run.stderr
+    report = json.loads((run.run_dir / "validate" / "validation.json").read_text())
+    metrics = report["candidates"][0]["outputs"]["y"]
+    assert (metrics["ref_nonfinite"], metrics["ref_nonfinite_mismatch"], metrics["nonfinite"]) == (4, 0, 0)
+    assert report["passed"]
+    note = "candidate emulated, output y: the reference is inf/NaN at 4 position(s), left out of the metrics"
+    assert any(n.startswith(note) for n in report["notes"]) and note in run.stdout + run.stderr
+    assert "ref_nf" in (run.run_dir / "validate" / "validation.txt").read_text()
