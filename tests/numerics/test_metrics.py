@@ -14,7 +14,8 @@ from trtpipe.validate.compare import (
 )
 from trtpipe.numerics.metrics import OutputMetrics, output_metrics, percentile, worst_metrics
 
-ALL_METRICS = {"max_abs", "mean_abs", "max_rel", "abs_p99", "rel_p99", "rel_l2", "cosine", "psnr", "nonfinite"}
+ALL_METRICS = {"max_abs", "mean_abs", "max_rel", "abs_p99", "rel_p99", "rel_l2", "cosine", "psnr", "nonfinite",
+               "ref_nonfinite", "ref_nonfinite_mismatch"}
 
 
 def measured(**values) -> OutputMetrics:
@@ -68,7 +69,8 @@ def test_nonfinite_candidate_values_are_counted_and_serialised_as_strings():
     assert metrics.max_abs == math.inf and metrics.mean_abs == math.inf and math.isnan(metrics.cosine)
     data = json.loads(json.dumps(metrics.to_json(), allow_nan=False))
     assert data == {"max_abs": "inf", "mean_abs": "inf", "max_rel": "inf", "abs_p99": "inf", "rel_p99": "inf",
-                    "rel_l2": "inf", "cosine": "nan", "psnr": None, "nonfinite": 2}
+                    "rel_l2": "inf", "cosine": "nan", "psnr": None, "nonfinite": 2,
+                    "ref_nonfinite": 1, "ref_nonfinite_mismatch": 0}  # the reference's inf, matched
     assert OutputMetrics.from_json(data).nonfinite == 2
 
 

@@ -47,6 +47,7 @@ def _check_values(cfg: DictConfig) -> None:
     from trtpipe.precision.rules import compile_rules
 
     _check_input_specs(cfg)
+    _check_tolerances(cfg)
     precision = cfg.get("precision")
     if precision is None:
         return
@@ -54,6 +55,17 @@ def _check_values(cfg: DictConfig) -> None:
     _one_of("precision.on_unmatched", precision.on_unmatched, ("error", "warn"))
     _one_of("precision.auto.constants", precision.auto.constants, ("keep_fp32", "saturate", "off"))
     compile_rules(OmegaConf.to_container(precision.rules, resolve=True))
+
+
+def _check_tolerances(cfg: DictConfig) -> None:
+    from trtpipe.config.tolerance_check import check_tolerances
+
+    def plain(node):
+        return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+    precision = cfg.get("precision")
+    search = precision.get("search") if isinstance(precision, DictConfig) else None
+    check_tolerances(plain(cfg.get("validate")), plain(search))
 
 
 def _check_input_specs(cfg: DictConfig) -> None:

@@ -53,6 +53,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from trtpipe.graph.bounded_regex import fullmatches
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.errors import UserError
 from trtpipe.graph import value_info
@@ -147,7 +148,7 @@ def _match_tensors(pattern: str, match: str, producer: dict, graph: onnx.GraphPr
         hits = []
     else:
         regex = _compile(pattern)
-        hits = [name for name in producer if regex.fullmatch(name)]
+        hits = fullmatches(regex, list(producer), f"promote_outputs.tensors pattern {pattern!r}")
     if not hits:
         _raise_unmatched("tensor", pattern, match, list(producer))
     return hits
@@ -158,7 +159,7 @@ def _match_nodes(pattern: str, match: str, node_names: dict) -> list[str]:
         hits = [pattern] if pattern in node_names else []
     else:
         regex = _compile(pattern)
-        hits = [name for name in node_names if regex.fullmatch(name)]
+        hits = fullmatches(regex, list(node_names), f"promote_outputs.nodes pattern {pattern!r}")
     if not hits:
         _raise_unmatched("node", pattern, match, list(node_names))
     return hits

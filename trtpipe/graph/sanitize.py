@@ -43,6 +43,9 @@ Decisions (each with its reason):
   A non-positive `dim_value` of a graph input or output (an exporter's "any
   size") is written as a dim with no field, which every runtime reads as
   dynamic (input_dims.py); ONNX Runtime would take a 0 literally.
+- Duplicate node names are made unique first (node_names.py), in every
+  graph: ONNX Runtime refuses them, and folding and every later stage runs
+  the model in it. The renames are in the report (`nodes_renamed`) and warned.
 - Model-level fields dropped by graphsurgeon (metadata_props, doc_string) are
   copied back from the source model.
 """
@@ -63,6 +66,7 @@ from trtpipe.graph import input_dims, validity, value_info
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
 from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.graph.node_names import make_node_names_unique
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
 from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
@@ -190,10 +194,18 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
                         "0 literally): %s", ", ".join(rewritten))
         return model, {"dynamic_dims_made_explicit": rewritten}
 
+    def unique_names(model):
+        renamed = make_node_names_unique(model)
+        warnings = [f"{len(renamed)} node(s) shared a name and were renamed (ONNX Runtime refuses duplicate "
+                    f"node names): " + ", ".join(f"{r['from']!r} ({r['op_type']}) -> {r['to']!r}" for r in renamed[:5])
+                    + (", ..." if len(renamed) > 5 else "")] if renamed else []
+        return model, {"nodes_renamed": renamed, "warnings": warnings}
+
     def allowzero(model):
         return model, {"reshape_allowzero_made_explicit": make_reshape_allowzero_explicit(model, default_opset(model))}
 
-    passes = [GraphPass("dynamic dimensions written as such", dynamic_dims, in_place=True),
+    passes = [GraphPass("duplicate node names made unique", unique_names, in_place=True),
+              GraphPass("dynamic dimensions written as such", dynamic_dims, in_place=True),
               GraphPass("stale value_info removal", strip_rederivable, in_place=True)]
     if cleanup or toposort:
         passes.append(GraphPass("cleanup and topological sort", clean_and_sort))

@@ -9,6 +9,12 @@ Decisions:
   while the model was still below opset 14.
 - After the edits, stale `value_info` is stripped and shapes are inferred
   again, so the saved model describes itself truthfully.
+- A target below the model's opset is a warning, not an error, and never a
+  silent no-op: the model keeps its opset (ONNX's converter cannot be trusted
+  to downgrade, and a downgrade could lose ops the model needs), the report
+  holds `target_below_model` and a warning, and the stage line says so. Not an
+  error because the default target (17) is below every opset-18+ model's,
+  which are valid input for every later stage as they are.
 - Same input, same options: same bytes (every step is deterministic and the
   report holds no paths or times).
 """
@@ -44,7 +50,15 @@ def upgrade_model(
         "opset_after": opset_after,
         "converted": opset_after != opset_before,
         "nodes_before": len(source.graph.node),
+        "warnings": [],
     }
+    if 0 < target_opset < opset_before:
+        report["target_below_model"] = True
+        warning = (f"upgrade_opset.target={target_opset} is below the model's opset {opset_before}: the model is "
+                   f"left at opset {opset_before} (never downgraded); set upgrade_opset.target={opset_before} "
+                   "or higher to say so, or drop upgrade_opset from stages")
+        report["warnings"].append(warning)
+        logger.warning("upgrade_opset: %s", warning)
     if report["converted"]:
         # Sanitize ran before the conversion, when these Reshapes were below
         # opset 14; write the allowzero default now for the same reason.

@@ -3,6 +3,9 @@
 Definitions (all computed in float64 on the positions where the *reference*
 is finite; a non-finite reference value is no target, so it is left out):
 
+- `ref_nonfinite`: positions where the reference itself is inf/NaN (left out
+  of every metric); `ref_nonfinite_mismatch`: those of them where the
+  candidate does not hold the same value (NaN for NaN, same-sign inf for inf).
 - `nonfinite`: candidate values that are inf/NaN where the reference is finite.
   Such a position counts as an infinite error in the metrics below, so a
   broken candidate can never look accurate on average.
@@ -80,14 +83,23 @@ class OutputMetrics:
     cosine: float
     psnr: float | None
     nonfinite: int
+    # Positions where the reference itself is inf/NaN (left out of every metric above), and
+    # those of them where the candidate does not hold the same value (NaN for NaN, an inf of
+    # the same sign for an inf): the first is reported, the second fails (validate/compare.py).
+    ref_nonfinite: int = 0
+    ref_nonfinite_mismatch: int = 0
 
     def to_json(self) -> dict:
         return {key: json_float(value) for key, value in asdict(self).items()}
 
     @classmethod
     def from_json(cls, data: dict) -> "OutputMetrics":
-        values = {f.name: (None if data[f.name] is None else float(data[f.name])) for f in fields(cls)}
-        values["nonfinite"] = int(values["nonfinite"])
+        # Reports older than the reference counts lack them: their defaults (0) stand.
+        values = {f.name: (None if data[f.name] is None else float(data[f.name])) for f in fields(cls)
+                  if f.name in data or f.name not in COUNTS}
+        for name in COUNTS:
+            if name in values:
+                values[name] = int(values[name])
         return cls(**values)
 
 
@@ -117,9 +129,11 @@ def output_metrics(reference: np.ndarray, candidate: np.ndarray) -> OutputMetric
     ref, cand = reference[target], candidate[target]
     broken = ~np.isfinite(cand)
     nonfinite = int(broken.sum())
+    counts = _reference_nonfinite(reference[~target], candidate[~target])
     if ref.size == 0:  # nothing to judge (an empty tensor, or no finite reference value): no error
         return OutputMetrics(max_abs=0.0, mean_abs=0.0, max_rel=0.0, abs_p99=0.0, rel_p99=0.0, rel_l2=0.0,
-                             cosine=1.0, psnr=math.inf if reference.ndim == 4 else None, nonfinite=nonfinite)
+                             cosine=1.0, psnr=math.inf if reference.ndim == 4 else None, nonfinite=nonfinite,
+                             **counts)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(cand - ref)
     error[broken] = np.inf
@@ -136,7 +150,14 @@ def output_metrics(reference: np.ndarray, candidate: np.ndarray) -> OutputMetric
         cosine=float("nan") if nonfinite else cosine_similarity(ref, cand),
         psnr=psnr(ref, error) if reference.ndim == 4 else None,
         nonfinite=nonfinite,
+        **counts,
     )
+
+
+def _reference_nonfinite(ref: np.ndarray, cand: np.ndarray) -> dict:
+    """The counts of positions where the reference is non-finite, and of those the candidate differs at."""
+    same = (np.isnan(ref) & np.isnan(cand)) | (np.isinf(ref) & (cand == ref))
+    return {"ref_nonfinite": int(ref.size), "ref_nonfinite_mismatch": int(ref.size - same.sum())}
 
 
 def percentile(values: np.ndarray, q: float) -> float:
@@ -194,7 +215,9 @@ def psnr(reference: np.ndarray, error: np.ndarray) -> float:
 
 # Which way is worse, per metric: the aggregate over iterations keeps the worst.
 HIGHER_IS_WORSE = {"max_abs": True, "mean_abs": True, "max_rel": True, "abs_p99": True, "rel_p99": True,
-                   "rel_l2": True, "cosine": False, "psnr": False, "nonfinite": True}
+                   "rel_l2": True, "cosine": False, "psnr": False, "nonfinite": True,
+                   "ref_nonfinite": True, "ref_nonfinite_mismatch": True}
+COUNTS = ("nonfinite", "ref_nonfinite", "ref_nonfinite_mismatch")
 
 
 def worst_metrics(runs: list[OutputMetrics]) -> OutputMetrics:

@@ -3,7 +3,10 @@
 Decisions:
 - `regex` is a full match (anchored at both ends) — a pattern matches a name, not
   part of one; `exact` is exact; `op_type` matches the ONNX op type exactly.
-- An invalid regex fails before any stage runs, naming the rule.
+- An invalid regex fails before any stage runs, naming the rule. A regex that
+  backtracks catastrophically against the node names (e.g. `(a+)+$`) fails
+  after `bounded_regex.MATCH_SECONDS` with a message naming the rule: the
+  matching runs in a forked worker with a deadline (graph/bounded_regex.py).
 - A rule that matches nothing is an error by default, with the closest names:
   the silent no-op of `trtexec --layerPrecisions` wildcards and of Polygraphy's
   exact-name matching is the bug trtpipe exists to fix.
@@ -30,6 +33,7 @@ from difflib import get_close_matches
 from typing import TYPE_CHECKING, Mapping
 
 from trtpipe.errors import UserError
+from trtpipe.graph.bounded_regex import fullmatches
 
 if TYPE_CHECKING:  # the network needs onnx; checking a config's rules must not
     from trtpipe.precision.network import Network
@@ -124,11 +128,13 @@ def _resolve(rule: Rule, net: Network) -> RuleMatch:
             nodes = [net.absorbed_by[rule.pattern]]
             via_fusion[rule.pattern] = nodes[0]
     else:
+        # Time-bounded (a pathological regex is a UserError naming the rule, not a hang).
+        matched = set(fullmatches(rule.regex, [*net.absorbed_by, *net.names], f"precision rule {rule.name!r}"))
         for absorbed, fused in net.absorbed_by.items():
-            if rule.regex.fullmatch(absorbed) and fused in net.nodes:
+            if absorbed in matched and fused in net.nodes:
                 via_fusion[absorbed] = fused
         fused_targets = set(via_fusion.values())
-        nodes = [n for n in net.names if n in fused_targets or rule.regex.fullmatch(n)]
+        nodes = [n for n in net.names if n in fused_targets or n in matched]
     if net.bodies:
         nodes = list(dict.fromkeys(n for found in nodes for n in [found, *net.body_descendants(found)]))
     return RuleMatch(rule, nodes, via_fusion)

@@ -19,6 +19,7 @@ from trtpipe.runner.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
 from trtpipe.runner.manifest import RunManifest, StageRecord
 from trtpipe.runner.publish import RunDirPublisher
+from trtpipe.runner.stage_order import check_stage_order
 from trtpipe.runner.tools import tool_versions
 from trtpipe.source import resolve_model_source
 from trtpipe.stages import stage_class
@@ -48,6 +49,7 @@ def plan_stages(names: list[str]) -> list[type[Stage]]:
     if len(set(names)) != len(names):
         raise UserError(f"'stages' lists a stage twice: {names}", "list each stage once")
     stages = [stage_class(name) for name in names]
+    check_stage_order(names)
     available = {SOURCE_KIND}
     for stage in stages:
         missing = [kind for kind in stage.consumes if kind not in available]

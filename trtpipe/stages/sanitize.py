@@ -12,7 +12,7 @@ class SanitizeModel(Stage):
     name = "sanitize"
     # 2: also produces `reference`. 3: a pass that breaks a valid model is undone (also inside
     # subgraphs), the result is held to the source's validity (full check, ONNX Runtime).
-    version = "3"
+    version = "4"  # 4: duplicate node names made unique (graph/node_names.py), listed in nodes_renamed
     consumes = ("model",)
     # `reference`: the same file, kept by kind so validate compares against the sanitized
     # model even after later stages replace `model`.
@@ -25,6 +25,10 @@ class SanitizeModel(Stage):
         report = sanitize_model(inputs["model"], out_dir / "model.onnx", **config)
         before, after = report.get("nodes_before"), report.get("nodes_after")
         summary = f"{before} -> {after} nodes, {report.get('nodes_folded', 0)} folded"
+        renamed = report.get("nodes_renamed") or []
+        if renamed:
+            summary += f"; {len(renamed)} duplicate node name(s) made unique (" + ", ".join(
+                f"{r['from']} -> {r['to']}" for r in renamed[:3]) + (", ..." if len(renamed) > 3 else "") + ")"
         # The whole reason, never shortened: it says why this model lost a pass.
         summary += "".join(f"; {undone['pass']} undone for this model ({undone['reason']})"
                            for undone in report.get("undone", ()))

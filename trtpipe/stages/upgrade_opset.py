@@ -10,7 +10,9 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class UpgradeOpset(Stage):
     name = "upgrade_opset"
-    version = "2"  # 2: fuses the tf2onnx/jax2tf LayerNorm forms (E[x^2]-E[x]^2, Reciprocal, Keras) (layernorm helper)
+    # 2: fuses the tf2onnx/jax2tf LayerNorm forms (E[x^2]-E[x]^2, Reciprocal, Keras) (layernorm helper).
+    # 3: a target below the model's opset is reported (summary, warning), not silently ignored.
+    version = "3"
     consumes = ("model",)
     produces = ("model",)
     tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "numpy", "protobuf")
@@ -30,6 +32,8 @@ class UpgradeOpset(Stage):
         return StageOutcome(
             outputs={"model": "model.onnx"},
             summary=f"opset {report.get('opset_before')} -> {report.get('opset_after')}, "
-            f"{fused} LayerNorm fused, {refused} refused",
+            f"{fused} LayerNorm fused, {refused} refused"
+            + (f"; target {config['target']} is below the model's opset {report['opset_before']}: left at "
+               f"{report['opset_before']}, never downgraded" if report.get("target_below_model") else ""),
             details=report,
         )

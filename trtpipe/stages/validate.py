@@ -22,7 +22,7 @@ class ValidateAccuracy(Stage):
     name = "validate"
     # 2: accuracy.png; 3: max_rel floor 1e-2 of the output's scale; 4: abs_p99, rel_p99, rel_l2
     # metrics and bounds, localization.first_nonfinite / first_above_threshold / kind
-    version = "4"
+    version = "5"  # 5: positions where the reference is inf/NaN counted (ref_nonfinite) and noted; a mismatch there fails
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
@@ -38,7 +38,7 @@ class ValidateAccuracy(Stage):
         from trtpipe.data import sample_feeds
         from trtpipe.graph.onnx_io import load_model
         from trtpipe.graph.promoted_names import read_promoted_outputs
-        from trtpipe.validate.compare import Tolerances, compare_candidate
+        from trtpipe.validate.compare import Tolerances, compare_candidate, reference_nonfinite_notes
         from trtpipe.numerics.emulator import EmulatedRunner
         from trtpipe.validate.localize import localize_results
         from trtpipe.numerics.reference import ReferenceRunner
@@ -89,6 +89,7 @@ class ValidateAccuracy(Stage):
                 notes.append("candidate tensorrt: no engine was built (no build stage, or the build was deferred)")
             else:
                 notes.append(f"candidate {candidate}: unknown (use emulated or tensorrt)")
+        notes += [note for verdict in verdicts for note in reference_nonfinite_notes(verdict)]
         report = {
             "passed": all(v.passed for v in verdicts),
             "candidates": [v.to_json() for v in verdicts],

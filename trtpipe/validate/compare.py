@@ -29,6 +29,13 @@ Decisions:
 - Several iterations are aggregated per metric to the worst value across
   iterations (`worst_metrics`), then judged once: one bad input is enough to
   fail, and the report shows how bad the worst case was.
+- Positions where the *reference* is inf/NaN are no target for any metric,
+  but never passed silently: their count (`ref_nonfinite`) is in
+  validation.json and a note in the console. There the candidate must hold
+  the same value (NaN for NaN, an inf of the same sign): such an output
+  passes (a masked attention score of -inf, a log of 0, are what the model
+  computes, and failing them would fail correct candidates), with the note;
+  any other value there (`ref_nonfinite_mismatch`) always fails.
 - A missing output or a shape that differs from the reference fails the
   output with that reason instead of raising: the report stays complete.
 - A sequence output is compared as its elements' values in order (its shape
@@ -123,6 +130,12 @@ def judge(metrics: OutputMetrics, tolerance: Tolerance) -> tuple[bool, list[str]
         reasons.append(
             f"nonfinite {metrics.nonfinite}: candidate values are inf/NaN where the reference is "
             "finite (always a failure)"
+        )
+    if metrics.ref_nonfinite_mismatch:
+        reasons.append(
+            f"ref_nonfinite_mismatch {metrics.ref_nonfinite_mismatch}: the reference is inf/NaN at "
+            f"{metrics.ref_nonfinite} positions and the candidate holds another value at these "
+            "(always a failure)"
         )
     for metric, bound_name, upper in BOUNDS:
         bound, value = getattr(tolerance, bound_name), getattr(metrics, metric)
@@ -221,3 +234,17 @@ def _comparable(value) -> tuple[np.ndarray, list]:
         return flat, [list(a.shape) for a in arrays]
     array = np.asarray(value)
     return array, list(array.shape)
+
+
+def reference_nonfinite_notes(verdict: CandidateVerdict) -> list[str]:
+    """One note per output whose reference is non-finite somewhere (validation.json, console)."""
+    notes = []
+    for output, judged in verdict.outputs.items():
+        metrics = judged.metrics
+        if metrics is None or not metrics.ref_nonfinite:
+            continue
+        agree = metrics.ref_nonfinite - metrics.ref_nonfinite_mismatch
+        notes.append(f"candidate {verdict.name}, output {output}: the reference is inf/NaN at {metrics.ref_nonfinite} "
+                     f"position(s), left out of the metrics; the candidate holds the same value at {agree} of them"
+                     + ("" if not metrics.ref_nonfinite_mismatch else " (FAIL)"))
+    return notes

@@ -16,12 +16,15 @@ COLUMNS = (
     ("cosine", "cosine", 10, ".6f"),
     ("psnr", "psnr", 7, ".1f"),
     ("nonfinite", "nonfin", 6, "d"),
+    ("ref_nonfinite", "ref_nf", 6, "d"),
 )
+# Shown only when some output has one (psnr: an image output; ref_nf: a non-finite reference).
+OPTIONAL = ("psnr", "ref_nonfinite")
 
 
 def report_table(report: dict) -> str:
     outputs = [metrics for c in report["candidates"] for metrics in c["outputs"].values() if metrics]
-    columns = [c for c in COLUMNS if c[0] != "psnr" or any(m.get("psnr") is not None for m in outputs)]
+    columns = [c for c in COLUMNS if c[0] not in OPTIONAL or any(m.get(c[0]) for m in outputs)]
     lines = [f"    {'candidate':10} {'output':28} " + " ".join(f"{h:>{w}}" for _, h, w, _ in columns) + "  verdict"]
     for candidate in report["candidates"]:
         reasons = candidate.get("reasons", [])
