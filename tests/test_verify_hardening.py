@@ -111,7 +111,7 @@ def test_verify_does_not_depend_on_the_current_directory(relative_run, tmp_path,
     elsewhere.mkdir()
     target = elsewhere / "manifest.json"
     target.write_text(json.dumps(manifest))
-    done = trtpipe_verify(Path("manifest.json"), "--json", cwd=elsewhere)
+    done = trtpipe_verify(Path("manifest.json"), "--json", cwd=elsewhere, env={"TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["identical"]
 
@@ -207,5 +207,17 @@ def test_a_moved_run_directory_still_verifies(relative_run, tmp_path):
     """The manifest's own paths are absolute; a copy of the run directory verifies too."""
     copied = tmp_path / "archive" / "run"
     shutil.copytree(relative_run, copied)
-    done = trtpipe_verify(copied, "--json", cwd=Path("/"))
+    done = trtpipe_verify(copied, "--json", cwd=Path("/"), env={"TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_old_manifest_that_gives_no_start_directory_says_so(recorded, tmp_path):
+    """Old manifests keep working; when nothing tells where the run started, the cwd is
+    used and stderr says so (the verdict itself is unchanged)."""
+    manifest = copy.deepcopy(recorded)
+    del manifest["start_dir"]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    done = trtpipe_verify(tmp_path, cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "note: the manifest records no start directory" in done.stderr
+    assert "identical" in done.stdout.splitlines()[-1]
