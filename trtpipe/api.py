@@ -8,8 +8,12 @@ command line takes (recipes included), get a typed result, or a typed exception.
 Decisions:
 - Importing this module has no side effects; Hydra's ConfigStore is filled on the
   first call.
-- The API does not configure logging (a library must not); it writes the run's
-  `trtpipe.log` in the run directory like the command line does.
+- The API does not configure logging (a library must not): the run's `trtpipe.log`
+  gets its INFO/DEBUG lines, the caller's handlers get what the caller's levels let
+  through, and the caller's logging is as it was afterwards (runner/run_log.py).
+- Two threads may call `run`: the second waits for the first (one run at a time per
+  process: Hydra's compose state is process-wide). Run in parallel with processes.
+- `hydra.*` overrides are refused (the run directory is the `run_dir=` argument).
 - `run` raises `UserError` (nothing was run) or `PipelineFailed` (a stage or the
   validation failed; the result, manifest included, is attached).
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -27,6 +32,12 @@ from trtpipe.errors import EXIT_OK, StageFailed, UserError
 __all__ = ["RunResult", "StageResult", "PipelineFailed", "UserError", "compose", "run", "execute"]
 
 log = logging.getLogger("trtpipe")
+
+# Decision: a second thread calling `run` waits for the first to finish. Hydra's compose
+# uses a process-wide GlobalHydra, and the run's log file hangs on the process-wide
+# `trtpipe` logger, so two runs at once would fail to compose or mix their logs.
+# Reentrant, so `execute` may take it too; for parallel runs use processes.
+_RUN_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -74,31 +85,50 @@ def compose(overrides: Sequence[str] = ()):
     from trtpipe.config.preflight import compose_checked
     from trtpipe.config.store import register_configs
 
-    register_configs()
-    return compose_checked(conf_dir(), list(overrides))
+    with _RUN_LOCK:
+        register_configs()
+        return compose_checked(conf_dir(), list(overrides))
 
 
 def run(overrides: Sequence[str] = (), *, run_dir: Path | None = None, start_dir: Path | None = None) -> RunResult:
-    """Compose and run; the run directory defaults to `outputs/<date>/<time>` under `start_dir`."""
+    """Compose and run; the run directory defaults to `outputs/<date>/<time>` under `start_dir`.
+
+    Thread-safe by waiting: one run at a time per process (see `_RUN_LOCK`).
+    """
+    from trtpipe.runner.run_log import run_log
+
+    _refuse_hydra_overrides(overrides)
     start = Path(start_dir or Path.cwd()).resolve()
-    cfg = compose(overrides)
-    if run_dir is None:
-        now = _dt.datetime.now()
-        run_dir = start / "outputs" / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S-%f")
-    run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "trtpipe.log")
-    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] %(message)s"))
-    log.addHandler(handler)
-    try:
-        return execute(cfg, run_dir, start, list(overrides))
-    finally:
-        log.removeHandler(handler)
-        handler.close()
+    with _RUN_LOCK:
+        cfg = compose(overrides)
+        if run_dir is None:
+            now = _dt.datetime.now()
+            run_dir = start / "outputs" / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S-%f")
+        run_dir = Path(run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with run_log(run_dir / "trtpipe.log"):
+            return execute(cfg, run_dir, start, list(overrides))
+
+
+def _refuse_hydra_overrides(overrides: Sequence[str]) -> None:
+    """Decision: `hydra.*` overrides (and `hydra/` groups) are refused, not ignored: the API
+    composes without Hydra's app, so none of them would take effect; the run directory
+    is the `run_dir=` argument."""
+    for override in overrides:
+        key = str(override).lstrip("+~").split("=", 1)[0].strip()
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+            fix = ("pass run_dir=Path(...) to trtpipe.api.run instead" if key in ("hydra.run.dir", "hydra.sweep.dir")
+                   else "drop it: the Python API does not run Hydra's app (the run directory is run_dir=)")
+            raise UserError(f"override {override!r}: {key} is a Hydra setting the Python API does not use", fix)
 
 
 def execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str]) -> RunResult:
     """Run a composed config into `run_dir`: the one path both the API and the CLI take."""
+    with _RUN_LOCK:
+        return _execute(cfg, run_dir, start_dir, overrides)
+
+
+def _execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str]) -> RunResult:
     from trtpipe.config.check import check_config
     from trtpipe.runner.pipeline import run_pipeline
 

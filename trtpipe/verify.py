@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from trtpipe.errors import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, UserError
-from trtpipe.runner.manifest import MANIFEST_NAME
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as error:
         print(f"trtpipe-verify: error: {error}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+    for warning in verdict["warnings"]:
+        print(f"trtpipe-verify: note: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(verdict))
     else:
@@ -45,38 +47,59 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = False) -> dict:
+    """Rebuild the recorded run in a fresh directory and compare it stage by stage.
+
+    Decision: nothing depends on the current directory: the model is the recorded
+    absolute path (or `--model`, resolved here), and the recorded config's relative
+    paths resolve against the run's recorded start directory (manifest_read).
+    """
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     from trtpipe.api import PipelineFailed, execute
+    from trtpipe.config.check import check_config, config_error
+    from trtpipe.config.schema import TrtpipeConfig
     from trtpipe.config.store import register_configs
     from trtpipe.runner.hashing import artifact_digest
+    from trtpipe.runner.manifest_read import as_literal_config, literal, read_manifest, recorded_start_dir
+    from trtpipe.runner.pipeline import plan_stages
 
-    recorded = _read_manifest(manifest_path)
+    recorded = read_manifest(manifest_path)
     register_configs()
-    config = json.loads(json.dumps(recorded["config"]))
+    config = {k: v for k, v in recorded["config"].items() if k not in ("hydra", "recipe")}
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(TrtpipeConfig), as_literal_config(config))
+    except OmegaConfBaseException as error:
+        raise config_error(error) from None
+    check_config(cfg)  # every config problem is found before the rebuild starts
+    plan_stages(list(cfg.stages))
+    start_dir, start_note = recorded_start_dir(recorded)
     source = recorded["source"]
     notes = []
     if source.get("builtin") is None:
-        path = Path(model or source["path"])
+        path = Path(model).resolve() if model else Path(source["path"])
         if not path.is_file():
             raise UserError(f"the recorded model {path} does not exist", "give its new location with --model PATH")
         if artifact_digest(path) != source["sha256"]:
             notes.append(f"model file {path} differs from the recorded one (sha256 {source['sha256'][:12]}…)")
-        config["model"]["path"] = str(path.resolve())
+        cfg.model.path = literal(str(path))
     work = Path(tempfile.mkdtemp(prefix="trtpipe-verify-"))
     if not use_cache:
-        config["cache"]["dir"] = str(work / "cache")
+        cfg.cache.dir = literal(str(work / "cache"))
     run_dir = work / "run"
     run_dir.mkdir()
-    cfg = OmegaConf.create(config)
     try:
-        result = execute(cfg, run_dir, Path.cwd(), list(recorded.get("overrides", [])))
+        result = execute(cfg, run_dir, start_dir, list(recorded.get("overrides", [])))
     except PipelineFailed as failed:
         result = failed.result
+    except UserError:
+        shutil.rmtree(work, ignore_errors=True)  # nothing was rebuilt: leave nothing behind
+        raise
     new_stages = {s["name"]: s for s in result.manifest["stages"]}
     stages = [_compare(old, new_stages.get(old["name"])) for old in recorded["stages"]]
     identical = not notes and all(s["verdict"] == "identical" for s in stages)
     return {"identical": identical, "notes": notes, "stages": stages, "run_dir": str(run_dir),
+            "start_dir": str(start_dir), "warnings": [start_note] if start_note else [],
             "environment": _environment_changes(recorded, result.manifest)}
 
 
@@ -117,16 +140,3 @@ def _environment_changes(old: dict, new: dict) -> dict:
         if old.get("tools", {}).get(tool) != new.get("tools", {}).get(tool):
             changes[f"tools.{tool}"] = [old.get("tools", {}).get(tool), new.get("tools", {}).get(tool)]
     return changes
-
-
-def _read_manifest(path: Path) -> dict:
-    path = path / MANIFEST_NAME if path.is_dir() else path
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read manifest {path} ({error})", "give a run directory or its manifest.json") from None
-    missing = [key for key in ("config", "stages", "source") if key not in manifest]
-    if missing or not isinstance(manifest.get("stages"), list):
-        raise UserError(f"{path} is not a trtpipe manifest (missing {missing or ['stages']})",
-                        "give the manifest.json written by a trtpipe run")
-    return manifest

@@ -42,6 +42,9 @@ class RunManifest:
     stages: list[StageRecord] = field(default_factory=list)
     status: str = "running"
     exit_code: int | None = None  # the run's exit code (0, 1 or 2), once it ended
+    # The absolute directory relative config paths (model, data, cache) were resolved
+    # against, so `trtpipe-verify` resolves them the same way from any directory.
+    start_dir: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -50,6 +53,7 @@ class RunManifest:
             "overrides": self.overrides,
             "config": self.config,
             "source": self.source,
+            "start_dir": self.start_dir,
             "status": self.status,
             "exit_code": self.exit_code,
             "stages": [asdict(stage) for stage in self.stages],

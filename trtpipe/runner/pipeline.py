@@ -73,6 +73,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         config=OmegaConf.to_container(cfg, resolve=True),
         overrides=list(overrides),
         source={"path": str(source.path), "sha256": source.sha256, "builtin": None if cfg.model.path else cfg.model.builtin},
+        start_dir=str(Path(start_dir).resolve()),
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     artifacts = {SOURCE_KIND: source}
