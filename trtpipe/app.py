@@ -21,12 +21,12 @@ def debug_enabled(cfg: DictConfig | None = None) -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0") or bool(cfg is not None and cfg.get("debug"))
 
 
-def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: list[str]):
-    """Run the pipeline; returns (exit code, RunResult or None)."""
+def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: list[str], before=None):
+    """Run the pipeline; returns (exit code, RunResult or None). `before`: a RunDirSnapshot."""
     from trtpipe.api import PipelineFailed, execute
 
     try:
-        result = execute(cfg, run_dir, start_dir, overrides)
+        result = execute(cfg, run_dir, start_dir, overrides, before=before)
     except UserError as error:
         if debug_enabled(cfg):
             log.exception("trtpipe: error: %s", error)

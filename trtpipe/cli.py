@@ -41,10 +41,12 @@ def main() -> None:
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
         from trtpipe.config.store import register_configs
+        from trtpipe.runner.rundir import snapshot_from_argv
 
         register_configs()
         config_dir = conf_dir()
         preflight(config_dir, argv)
+        snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
         sys.exit(_run_hydra(config_dir, switches))
     except UserError as error:
         print(f"trtpipe: error: {error}", file=sys.stderr)
@@ -57,11 +59,14 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from hydra.errors import HydraException
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     from trtpipe.app import run_from_config
     from trtpipe.config.check import config_error
     from trtpipe.runner.console import configure_console, json_summary
+    from trtpipe.runner.rundir import snapshot_for
 
     exit_codes: list[int] = []
 
@@ -69,9 +74,11 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         configure_console(json_mode=switches["json"], quiet=switches["quiet"], verbose=switches["verbose"])
         hydra_cfg = HydraConfig.get()
         run_dir = Path(hydra_cfg.runtime.output_dir)
+        mode_key = "sweep" if hydra_cfg.mode == RunMode.MULTIRUN else "run"
+        pattern = OmegaConf.to_container(hydra_cfg[mode_key], resolve=False).get("dir")
         code, result = run_from_config(
             cfg, run_dir=run_dir, start_dir=Path(hydra.utils.get_original_cwd()),
-            overrides=list(hydra_cfg.overrides.task),
+            overrides=list(hydra_cfg.overrides.task), before=snapshot_for(run_dir, str(pattern)),
         )
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
         if switches["json"]:
