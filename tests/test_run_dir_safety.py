@@ -51,3 +51,76 @@ def test_api_removes_what_it_created_on_a_user_error(tmp_path):
     with pytest.raises(api.UserError):
         api.run(["model.path=/no/such.onnx", f"cache.dir={tmp_path / 'cache'}"], run_dir=run_dir, start_dir=tmp_path)
     assert not run_dir.exists()
+
+
+# --- Run-directory I/O errors (issue 13, item 8) ------------------------------------------
+
+
+def assert_one_error_line(run, *needles: str) -> None:
+    output = (run.stdout + run.stderr).strip()
+    assert run.code == 2, output
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, output
+    for needle in needles:
+        assert needle in errors[0], output
+    assert "Fix: " in errors[0] and "hydra.run.dir" in errors[0], output
+
+
+def test_a_file_where_the_run_directory_should_be_exits_2_naming_it(tmp_path):
+    """Reproduced: hydra.run.dir=<file>/run ended in Hydra's NotADirectoryError traceback, exit 1."""
+    (tmp_path / "afile").write_text("not a directory\n")
+    run = run_trtpipe(tmp_path, *SMALL, run_name=str(tmp_path / "afile" / "run"))  # absolute: runs/ is dropped
+    assert_one_error_line(run, str(tmp_path / "afile" / "run"))
+    assert (tmp_path / "afile").read_text() == "not a directory\n"
+
+
+def _file_size_limit():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # Python ignores SIGXFSZ: writes get EFBIG
+
+
+def test_a_file_size_limit_while_hydra_writes_the_run_directory_exits_2(tmp_path):
+    """Reproduced: `ulimit -f 1` (writes fail with EFBIG, like a full disk) while Hydra writes
+    .hydra/config.yaml ended in an OSError traceback, exit 1."""
+    run = run_trtpipe(tmp_path, *SMALL, run_name="limited", preexec_fn=_file_size_limit)
+    assert_one_error_line(run, str(tmp_path / "runs" / "limited"), "File too large")
+    assert not run.run_dir.exists()  # the half-written .hydra/ this run created is gone
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (needs mount permission: root in a privileged container), else skip."""
+    import subprocess
+
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_under_the_run_directory_exits_2_naming_the_path(tmp_path, tiny_tmpfs):
+    """Reproduced: a run directory on a full disk (cache elsewhere) ended with
+    `trtpipe: internal error: OSError: [Errno 28]`, exit 1, after a second error line."""
+    warm = run_trtpipe(tmp_path, *SMALL, run_name="warm")  # the cache has the entry: only the run dir fills
+    assert warm.code == 0, warm.stderr
+    (tiny_tmpfs / "fill").write_bytes(b"\0" * 40 * 1024)
+    run = run_trtpipe(tmp_path, *SMALL, run_name=str(tiny_tmpfs / "run"))
+    assert_one_error_line(run, str(tiny_tmpfs / "run"), "No space left on device")
+    assert not (tiny_tmpfs / "run").exists()  # what this run wrote is removed, which frees the space
+
+
+def test_a_read_only_run_directory_exits_2_naming_it(tmp_path, tiny_tmpfs):
+    """Reproduced: a run directory on a read-only file system ended in Hydra's OSError traceback."""
+    import subprocess
+
+    if subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], capture_output=True).returncode != 0:
+        pytest.skip("cannot remount read-only")
+    run = run_trtpipe(tmp_path, *SMALL, run_name=str(tiny_tmpfs / "run"))
+    assert_one_error_line(run, str(tiny_tmpfs / "run"), "Read-only file system")

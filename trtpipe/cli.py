@@ -66,7 +66,7 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     from trtpipe.app import run_from_config
     from trtpipe.config.check import config_error
     from trtpipe.runner.console import configure_console, json_summary
-    from trtpipe.runner.rundir import snapshot_for
+    from trtpipe.runner.rundir import explicit_snapshot, run_dir_error, snapshot_for
 
     exit_codes: list[int] = []
 
@@ -92,6 +92,14 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise
         raise config_error(error) from error
+    except (OSError, ValueError) as error:  # Hydra creating the run directory, .hydra/ or the log file
+        before = explicit_snapshot()
+        user_error = None if exit_codes else run_dir_error(error, before.run_dir if before else None)
+        if user_error is None:
+            raise
+        if before is not None:  # a half-written .hydra/ on a full disk: remove what this run added
+            before.remove_new()
+        raise user_error from error
     from trtpipe.runner.sweep_summary import SweepSummary
 
     # Jobs run by other processes (joblib, submitit) report through their manifests.

@@ -17,7 +17,8 @@ from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache
 from trtpipe.runner.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
-from trtpipe.runner.manifest import RunManifest, StageRecord
+from trtpipe.runner.files import disk_errors_as_user_errors
+from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.runner.publish import RunDirPublisher
 from trtpipe.runner.tools import tool_versions
 from trtpipe.source import resolve_model_source
@@ -89,14 +90,18 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         manifest.stages.append(record)
         if stops:
             stop_reason = f"{stage.name} asked to stop here ({record.summary})"
+    copy_error: TrtpipeError | None = None
     try:
         publisher.wait()
     except TrtpipeError as error:
-        failure = failure or error
-        log.error("  copying into the run directory failed: %s", error)
+        copy_error, failure = error, failure or error
     manifest.status = "failed" if failure else "ok"
     manifest.exit_code = failure.exit_code if failure else EXIT_OK
-    manifest.write(run_dir)
+    # A full disk: exit 2 with one line naming the path (the copy error is then the same cause).
+    with disk_errors_as_user_errors(run_dir / MANIFEST_NAME):
+        manifest.write(run_dir)
+    if copy_error is not None:
+        log.error("  copying into the run directory failed: %s", copy_error)
     return PipelineResult(run_dir, manifest, manifest.exit_code, failure)
 
 

@@ -92,3 +92,34 @@ def snapshot_for(run_dir: Path, dir_pattern: str | None) -> RunDirSnapshot:
     if dir_pattern and "${now:" in dir_pattern:
         return RunDirSnapshot.new(run_dir)
     return RunDirSnapshot.untouchable(run_dir)
+
+
+def explicit_snapshot() -> RunDirSnapshot | None:
+    """The snapshot of the `hydra.run.dir=` given on the command line, if any."""
+    return next(reversed(_taken.values()), None)
+
+
+def run_dir_error(error: BaseException, run_dir: Path | None = None) -> "UserError | None":
+    """The one-line user error for an OSError (or Hydra's logging setup wrapping one) raised
+    while Hydra creates the run directory, `.hydra/` or the log file; None for anything else.
+
+    Decision: every OSError there is the user's to fix (a file where a directory is
+    expected, a read-only or full disk, no permission): exit 2 naming the path."""
+    import errno
+
+    from trtpipe.errors import UserError
+
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    path = os.path.abspath(cause.filename) if cause.filename else (run_dir or "the run directory")
+    reason = os.strerror(cause.errno) if cause.errno else str(cause)
+    if cause.errno in (errno.ENOTDIR, errno.EEXIST):
+        fix = "a file is in the way: remove it or pass hydra.run.dir=outputs/run"
+    elif cause.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = "free disk space there or pass hydra.run.dir=outputs/run on a disk with room"
+    else:
+        fix = "pass hydra.run.dir=outputs/run (a writable directory)"
+    return UserError(f"cannot write the run directory: {path}: {reason}", fix)
