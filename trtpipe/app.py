@@ -33,6 +33,12 @@ def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: 
         else:
             log.error("trtpipe: error: %s", error)
         return error.exit_code, None
+    except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: the manifest says `interrupted`
+        from trtpipe.runner.interrupt import Interrupted
+
+        interrupted = Interrupted.of(error)
+        log.error("%s", interrupted.one_line())
+        return interrupted.exit_code, None
     except PipelineFailed as failed:
         log.info("trtpipe: FAILED (exit %d); manifest: %s", failed.result.exit_code, run_dir / MANIFEST_NAME)
         return failed.result.exit_code, failed.result

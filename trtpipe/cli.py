@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from trtpipe.errors import EXIT_OK, UserError
+from trtpipe.runner.interrupt import Interrupted, install_sigterm_handler
 
 OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
 
@@ -37,6 +38,7 @@ def main() -> None:
         else:
             argv.append(arg)
     sys.argv[1:] = argv
+    install_sigterm_handler()
     try:
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
@@ -53,6 +55,12 @@ def main() -> None:
         if switches["json"]:
             print(json.dumps({"status": "user_error", "exit_code": error.exit_code, "error": str(error)}))
         sys.exit(error.exit_code)
+    except KeyboardInterrupt as error:  # outside a job (startup, Hydra): one line, 130 or 143
+        interrupted = Interrupted.of(error)
+        print(interrupted.one_line(), file=sys.stderr)
+        if switches["json"]:
+            print(json.dumps({"status": "interrupted", "exit_code": interrupted.exit_code}))
+        sys.exit(interrupted.exit_code)
 
 
 def _run_hydra(config_dir: Path, switches: dict) -> int:
@@ -83,6 +91,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
         if switches["json"]:
             print(json.dumps(json_summary(code, run_dir, result)), flush=True)
+        if code > 128:  # interrupted (reported in one line already): a sweep stops here too
+            raise SystemExit(code)
         return code
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
