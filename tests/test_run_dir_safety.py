@@ -75,6 +75,15 @@ def test_a_file_where_the_run_directory_should_be_exits_2_naming_it(tmp_path):
     assert (tmp_path / "afile").read_text() == "not a directory\n"
 
 
+def test_a_directory_where_the_log_file_should_be_exits_2_naming_it(tmp_path):
+    """Reproduced: a directory named trtpipe.log in the run directory ended in Hydra's
+    'Unable to configure handler' traceback (logging setup wrapping IsADirectoryError)."""
+    (tmp_path / "runs" / "run" / "trtpipe.log").mkdir(parents=True)
+    run = run_trtpipe(tmp_path, *SMALL)
+    assert_one_error_line(run, str(run.run_dir / "trtpipe.log"), "Is a directory")
+    assert sorted(p.name for p in run.run_dir.iterdir()) == ["trtpipe.log"]  # .hydra/ of this run removed
+
+
 def _file_size_limit():
     import resource
 

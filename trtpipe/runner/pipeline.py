@@ -76,14 +76,14 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     artifacts = {SOURCE_KIND: source}
-    data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True), None if cfg.model.path else cfg.model.builtin,
-                         start_dir, _opt_shapes(cfg))
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
     publisher = RunDirPublisher(run_dir)
     copy_error: TrtpipeError | None = None
     current: str | None = None
     try:
+        data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True),
+                             None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
         for stage in stages:
             if failure is not None or stop_reason is not None:
                 reason = stop_reason or "an earlier stage failed"
