@@ -76,3 +76,43 @@ def test_a_signal_mid_stage_records_interrupted_and_the_rerun_hits_the_cache(tmp
     assert rerun.code == 0, rerun.stderr
     assert rerun.statuses() == {"sanitize": "cached", "upgrade_opset": "ran"}
     assert rerun.manifest["stages"][0]["outputs"] == manifest["stages"][0]["outputs"]
+
+
+API_SCRIPT = """
+import logging
+import sys
+import trtpipe.api as api
+logging.getLogger("trtpipe").setLevel(logging.INFO)  # the test watches trtpipe.log for the stage line
+try:
+    api.run(sys.argv[2:], run_dir=sys.argv[1])
+except KeyboardInterrupt as error:  # the API leaves the signal to its caller: a KeyboardInterrupt
+    print("caught", type(error).__name__, getattr(error, "stage", None), flush=True)
+    sys.exit(7)
+"""
+
+
+def test_ctrl_c_in_an_api_run_raises_keyboard_interrupt_after_writing_the_manifest(tmp_path):
+    """The API path: Ctrl-C mid-stage reaches the caller as a KeyboardInterrupt (naming the
+    stage) and the run directory's manifest says `interrupted`."""
+    large_opset13_model(tmp_path / "big.onnx")
+    run_dir = tmp_path / "api-run"
+    env = {**os.environ}
+    env.pop("TRTPIPE_DEBUG", None)
+    victim = subprocess.Popen([sys.executable, "-c", API_SCRIPT, str(run_dir), *OVERRIDES,
+                               f"cache.dir={tmp_path / 'cache'}"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        log = run_dir / "trtpipe.log"
+        if log.exists() and "upgrade_opset   running" in log.read_text():
+            break
+        time.sleep(0.005)
+    else:
+        victim.kill()
+        raise AssertionError("upgrade_opset never started: " + victim.communicate()[1])
+    victim.send_signal(signal.SIGINT)
+    stdout, stderr = victim.communicate(timeout=120)
+    assert victim.returncode == 7 and stdout.strip() == "caught Interrupted upgrade_opset", stdout + stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["exit_code"] == 130
+    assert [stage["status"] for stage in manifest["stages"]] == ["ran", "interrupted"]
