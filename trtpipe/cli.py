@@ -104,7 +104,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         raise config_error(error) from error
     except (OSError, ValueError) as error:  # Hydra creating the run directory, .hydra/ or the log file
         before = explicit_snapshot()
-        user_error = None if exit_codes else run_dir_error(error, before.run_dir if before else None)
+        key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(sys.argv[1:]) else "hydra.run.dir"
+        user_error = None if exit_codes else run_dir_error(error, before.run_dir if before else None, key)
         if user_error is None:
             raise
         if before is not None:  # a half-written .hydra/ on a full disk: remove what this run added

@@ -58,6 +58,8 @@ def json_summary(code: int, run_dir: Path, result) -> dict:
     summary = {"run_dir": str(run_dir), "exit_code": code,
                "status": {0: "ok", 1: "failed", 2: "user_error", 130: "interrupted", 143: "interrupted"}.get(code, "failed"),
                "manifest": None, "stages": [], "validation": None}
+    if result is None and (run_dir / MANIFEST_NAME).is_file() and code > 128:  # interrupted: a manifest, no result
+        summary["manifest"] = str(run_dir / MANIFEST_NAME)
     if result is not None:
         summary["manifest"] = str(run_dir / MANIFEST_NAME)
         summary["stages"] = [{"name": s.name, "status": s.status, "seconds": s.seconds, "summary": s.summary}

@@ -99,7 +99,8 @@ def explicit_snapshot() -> RunDirSnapshot | None:
     return next(reversed(_taken.values()), None)
 
 
-def run_dir_error(error: BaseException, run_dir: Path | None = None) -> "UserError | None":
+def run_dir_error(error: BaseException, run_dir: Path | None = None,
+                  key: str = "hydra.run.dir") -> "UserError | None":
     """The one-line user error for an OSError (or Hydra's logging setup wrapping one) raised
     while Hydra creates the run directory, `.hydra/` or the log file; None for anything else.
 
@@ -116,10 +117,11 @@ def run_dir_error(error: BaseException, run_dir: Path | None = None) -> "UserErr
         return None
     path = os.path.abspath(cause.filename) if cause.filename else (run_dir or "the run directory")
     reason = os.strerror(cause.errno) if cause.errno else str(cause)
+    elsewhere = f"{key}=outputs/{'multirun' if key == 'hydra.sweep.dir' else 'run'}"
     if cause.errno in (errno.ENOTDIR, errno.EEXIST):
-        fix = "a file is in the way: remove it or pass hydra.run.dir=outputs/run"
+        fix = f"a file is in the way: remove it or pass {elsewhere}"
     elif cause.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        fix = "free disk space there or pass hydra.run.dir=outputs/run on a disk with room"
+        fix = f"free disk space there or pass {elsewhere} on a disk with room"
     else:
-        fix = "pass hydra.run.dir=outputs/run (a writable directory)"
+        fix = f"pass {elsewhere} (a writable directory)"
     return UserError(f"cannot write the run directory: {path}: {reason}", fix)
