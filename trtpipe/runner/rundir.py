@@ -79,7 +79,7 @@ def snapshot_from_argv(argv: list[str], cwd: Path) -> None:
     """Record the state of an explicit `hydra.run.dir=` before Hydra creates it (last one wins)."""
     values = [arg[len(RUN_DIR_OVERRIDE):] for arg in argv if arg.startswith(RUN_DIR_OVERRIDE)]
     if values and "${" not in values[-1]:
-        path = Path(values[-1].strip("'\"")).expanduser()
+        path = Path(values[-1].strip("'\""))  # as Hydra takes it: no ~ expansion
         snapshot = RunDirSnapshot.take(path if path.is_absolute() else cwd / path)
         _taken[snapshot.run_dir] = snapshot
 
