@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Sequence
 
 from trtpipe.errors import EXIT_OK, StageFailed, UserError
+from trtpipe.runner.rundir import RunDirSnapshot
 
 __all__ = ["RunResult", "StageResult", "PipelineFailed", "UserError", "compose", "run", "execute"]
 
@@ -105,9 +106,10 @@ def run(overrides: Sequence[str] = (), *, run_dir: Path | None = None, start_dir
             now = _dt.datetime.now()
             run_dir = start / "outputs" / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S-%f")
         run_dir = Path(run_dir).resolve()
+        before = RunDirSnapshot.take(run_dir)  # a user error later removes only what this run adds
         run_dir.mkdir(parents=True, exist_ok=True)
         with run_log(run_dir / "trtpipe.log"):
-            return execute(cfg, run_dir, start, list(overrides))
+            return execute(cfg, run_dir, start, list(overrides), before=before)
 
 
 def _refuse_hydra_overrides(overrides: Sequence[str]) -> None:
@@ -122,13 +124,17 @@ def _refuse_hydra_overrides(overrides: Sequence[str]) -> None:
             raise UserError(f"override {override!r}: {key} is a Hydra setting the Python API does not use", fix)
 
 
-def execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str]) -> RunResult:
-    """Run a composed config into `run_dir`: the one path both the API and the CLI take."""
+def execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str],
+            before: "RunDirSnapshot | None" = None) -> RunResult:
+    """Run a composed config into `run_dir`: the one path both the API and the CLI take.
+
+    `before`: what `run_dir` held before the run (runner/rundir.py); a user error removes
+    only what the run added. Without it nothing is removed."""
     with _RUN_LOCK:
-        return _execute(cfg, run_dir, start_dir, overrides)
+        return _execute(cfg, run_dir, start_dir, overrides, before)
 
 
-def _execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str]) -> RunResult:
+def _execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str], before) -> RunResult:
     from trtpipe.config.check import check_config
     from trtpipe.runner.pipeline import run_pipeline
 
@@ -136,29 +142,12 @@ def _execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str]) -> RunRe
         check_config(cfg, overrides)
         outcome = run_pipeline(cfg, run_dir, start_dir, overrides)
     except UserError:
-        remove_run_leftovers(run_dir)
+        (before or RunDirSnapshot.untouchable(run_dir)).remove_new()
         raise
     result = _result(outcome, run_dir)
     if not result.ok:
         raise PipelineFailed(result, str(outcome.error) if outcome.error else "the pipeline failed")
     return result
-
-
-def remove_run_leftovers(run_dir: Path) -> None:
-    """A run stopped by a user error before any stage leaves nothing behind.
-
-    Decision: only what the run itself created is removed (Hydra's `.hydra/`, the log
-    file), and the directory only if it is then empty, so a user-chosen directory with
-    other files is never emptied.
-    """
-    import shutil
-
-    shutil.rmtree(run_dir / ".hydra", ignore_errors=True)
-    (run_dir / "trtpipe.log").unlink(missing_ok=True)
-    try:
-        run_dir.rmdir()
-    except OSError:
-        pass
 
 
 def _result(outcome, run_dir: Path) -> RunResult:

@@ -21,18 +21,24 @@ def debug_enabled(cfg: DictConfig | None = None) -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0") or bool(cfg is not None and cfg.get("debug"))
 
 
-def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: list[str]):
-    """Run the pipeline; returns (exit code, RunResult or None)."""
+def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: list[str], before=None):
+    """Run the pipeline; returns (exit code, RunResult or None). `before`: a RunDirSnapshot."""
     from trtpipe.api import PipelineFailed, execute
 
     try:
-        result = execute(cfg, run_dir, start_dir, overrides)
+        result = execute(cfg, run_dir, start_dir, overrides, before=before)
     except UserError as error:
         if debug_enabled(cfg):
             log.exception("trtpipe: error: %s", error)
         else:
             log.error("trtpipe: error: %s", error)
         return error.exit_code, None
+    except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: the manifest says `interrupted`
+        from trtpipe.runner.interrupt import Interrupted
+
+        interrupted = Interrupted.of(error)
+        log.error("%s", interrupted.one_line())
+        return interrupted.exit_code, None
     except PipelineFailed as failed:
         log.info("trtpipe: FAILED (exit %d); manifest: %s", failed.result.exit_code, run_dir / MANIFEST_NAME)
         return failed.result.exit_code, failed.result

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from trtpipe.errors import EXIT_OK, UserError
+from trtpipe.runner.interrupt import Interrupted, install_sigterm_handler
 
 OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
 
@@ -37,31 +38,43 @@ def main() -> None:
         else:
             argv.append(arg)
     sys.argv[1:] = argv
+    install_sigterm_handler()
     try:
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
         from trtpipe.config.store import register_configs
+        from trtpipe.runner.rundir import snapshot_from_argv
 
         register_configs()
         config_dir = conf_dir()
         preflight(config_dir, argv)
+        snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
         sys.exit(_run_hydra(config_dir, switches))
     except UserError as error:
         print(f"trtpipe: error: {error}", file=sys.stderr)
         if switches["json"]:
             print(json.dumps({"status": "user_error", "exit_code": error.exit_code, "error": str(error)}))
         sys.exit(error.exit_code)
+    except KeyboardInterrupt as error:  # outside a job (startup, Hydra): one line, 130 or 143
+        interrupted = Interrupted.of(error)
+        print(interrupted.one_line(), file=sys.stderr)
+        if switches["json"]:
+            print(json.dumps({"status": "interrupted", "exit_code": interrupted.exit_code}))
+        sys.exit(interrupted.exit_code)
 
 
 def _run_hydra(config_dir: Path, switches: dict) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from hydra.errors import HydraException
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     from trtpipe.app import run_from_config
     from trtpipe.config.check import config_error
     from trtpipe.runner.console import configure_console, json_summary
+    from trtpipe.runner.rundir import explicit_snapshot, run_dir_error, snapshot_for
 
     exit_codes: list[int] = []
 
@@ -69,13 +82,17 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         configure_console(json_mode=switches["json"], quiet=switches["quiet"], verbose=switches["verbose"])
         hydra_cfg = HydraConfig.get()
         run_dir = Path(hydra_cfg.runtime.output_dir)
+        mode_key = "sweep" if hydra_cfg.mode == RunMode.MULTIRUN else "run"
+        pattern = OmegaConf.to_container(hydra_cfg[mode_key], resolve=False).get("dir")
         code, result = run_from_config(
             cfg, run_dir=run_dir, start_dir=Path(hydra.utils.get_original_cwd()),
-            overrides=list(hydra_cfg.overrides.task),
+            overrides=list(hydra_cfg.overrides.task), before=snapshot_for(run_dir, str(pattern)),
         )
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
         if switches["json"]:
             print(json.dumps(json_summary(code, run_dir, result)), flush=True)
+        if code > 128:  # interrupted (reported in one line already): a sweep stops here too
+            raise SystemExit(code)
         return code
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
@@ -85,6 +102,15 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise
         raise config_error(error) from error
+    except (OSError, ValueError) as error:  # Hydra creating the run directory, .hydra/ or the log file
+        before = explicit_snapshot()
+        key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(sys.argv[1:]) else "hydra.run.dir"
+        user_error = None if exit_codes else run_dir_error(error, before.run_dir if before else None, key)
+        if user_error is None:
+            raise
+        if before is not None:  # a half-written .hydra/ on a full disk: remove what this run added
+            before.remove_new()
+        raise user_error from error
     from trtpipe.runner.sweep_summary import SweepSummary
 
     # Jobs run by other processes (joblib, submitit) report through their manifests.

@@ -56,8 +56,10 @@ def configure_console(*, json_mode: bool, quiet: bool, verbose: bool) -> None:
 def json_summary(code: int, run_dir: Path, result) -> dict:
     """The machine-readable end of a run (the last stdout line with --json)."""
     summary = {"run_dir": str(run_dir), "exit_code": code,
-               "status": {0: "ok", 1: "failed", 2: "user_error"}.get(code, "failed"),
+               "status": {0: "ok", 1: "failed", 2: "user_error", 130: "interrupted", 143: "interrupted"}.get(code, "failed"),
                "manifest": None, "stages": [], "validation": None}
+    if result is None and (run_dir / MANIFEST_NAME).is_file() and code > 128:  # interrupted: a manifest, no result
+        summary["manifest"] = str(run_dir / MANIFEST_NAME)
     if result is not None:
         summary["manifest"] = str(run_dir / MANIFEST_NAME)
         summary["stages"] = [{"name": s.name, "status": s.status, "seconds": s.seconds, "summary": s.summary}

@@ -21,7 +21,7 @@ MANIFEST_FORMAT = 1
 @dataclass
 class StageRecord:
     name: str
-    status: str  # ran, cached, deferred, skipped, failed
+    status: str  # ran, cached, deferred, skipped, failed, interrupted
     key: str | None = None
     seconds: float = 0.0
     inputs: dict[str, str] = field(default_factory=dict)  # kind -> sha256

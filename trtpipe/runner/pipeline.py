@@ -17,7 +17,9 @@ from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache
 from trtpipe.runner.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
-from trtpipe.runner.manifest import RunManifest, StageRecord
+from trtpipe.runner.files import disk_errors_as_user_errors
+from trtpipe.runner.interrupt import Interrupted, signals_deferred
+from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.runner.publish import RunDirPublisher
 from trtpipe.runner.stage_order import check_stage_order
 from trtpipe.runner.tools import tool_versions
@@ -77,30 +79,61 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     artifacts = {SOURCE_KIND: source}
-    data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True), None if cfg.model.path else cfg.model.builtin,
-                         start_dir, _opt_shapes(cfg))
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
     publisher = RunDirPublisher(run_dir)
-    for stage in stages:
-        if failure is not None or stop_reason is not None:
-            reason = stop_reason or "an earlier stage failed"
-            manifest.stages.append(StageRecord(stage.name, "skipped", reason=reason))
-            log.info("  %-15s skipped  (%s)", stage.name, reason)
-            continue
-        record, failure, stops = _run_stage(stage, cfg, artifacts, cache, publisher, data)
-        manifest.stages.append(record)
-        if stops:
-            stop_reason = f"{stage.name} asked to stop here ({record.summary})"
+    copy_error: TrtpipeError | None = None
+    current: str | None = None
     try:
-        publisher.wait()
-    except TrtpipeError as error:
-        failure = failure or error
-        log.error("  copying into the run directory failed: %s", error)
+        data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True),
+                             None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
+        for stage in stages:
+            if failure is not None or stop_reason is not None:
+                reason = stop_reason or "an earlier stage failed"
+                manifest.stages.append(StageRecord(stage.name, "skipped", reason=reason))
+                log.info("  %-15s skipped  (%s)", stage.name, reason)
+                continue
+            current = stage.name
+            record, failure, stops = _run_stage(stage, cfg, artifacts, cache, publisher, data)
+            manifest.stages.append(record)
+            current = None
+            if stops:
+                stop_reason = f"{stage.name} asked to stop here ({record.summary})"
+        try:
+            publisher.wait()
+        except TrtpipeError as error:
+            copy_error, failure = error, failure or error
+    except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM (runner/interrupt.py)
+        _record_interrupted(manifest, stages, publisher, run_dir, Interrupted.of(error, current))
     manifest.status = "failed" if failure else "ok"
     manifest.exit_code = failure.exit_code if failure else EXIT_OK
-    manifest.write(run_dir)
+    # A full disk: exit 2 with one line naming the path (the copy error is then the same cause).
+    with disk_errors_as_user_errors(run_dir / MANIFEST_NAME):
+        manifest.write(run_dir)
+    if copy_error is not None:
+        log.error("  copying into the run directory failed: %s", copy_error)
     return PipelineResult(run_dir, manifest, manifest.exit_code, failure)
+
+
+def _record_interrupted(manifest: RunManifest, stages, publisher, run_dir: Path, interrupted: Interrupted) -> None:
+    """The running stage `interrupted`, the rest `skipped`, the manifest written; raises `interrupted`."""
+    with signals_deferred():
+        recorded = {record.name for record in manifest.stages}
+        for stage in stages:
+            if stage.name == interrupted.stage:
+                manifest.stages.append(StageRecord(stage.name, "interrupted", reason=f"signal {interrupted.signum}"))
+            elif stage.name not in recorded:
+                manifest.stages.append(StageRecord(stage.name, "skipped", reason="the run was interrupted"))
+        try:
+            publisher.wait()  # the finished stages' files complete the run directory
+        except TrtpipeError as error:
+            log.debug("copying into the run directory failed after the interrupt: %s", error)
+        manifest.status, manifest.exit_code = "interrupted", interrupted.exit_code
+        try:
+            manifest.write(run_dir)
+        except OSError as error:
+            log.debug("the interrupted run's manifest could not be written: %s", error)
+    raise interrupted
 
 
 def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageRecord, TrtpipeError | None, bool]:

@@ -1,0 +1,68 @@
+"""Ctrl-C (SIGINT) and SIGTERM end a run cleanly: one line, a manifest, exit 130 or 143.
+
+Decisions:
+- A signal is an exception (`Interrupted`, a KeyboardInterrupt so an API caller's
+  `except KeyboardInterrupt` still catches it) raised in the main thread wherever it
+  is. The pipeline catches it around each stage, records the running stage as
+  `interrupted` and the rest as `skipped`, writes the manifest with status
+  `interrupted`, and raises `Interrupted` naming the stage; the command line prints
+  `trtpipe: interrupted in stage X` and exits 128 + the signal number (shell
+  convention: 130 for SIGINT, 143 for SIGTERM). No traceback.
+- The cache stays intact because an entry is published by one rename of a complete
+  temporary; the temporary of the interrupted stage is removed by the cache's
+  `finally` (or, after SIGKILL, by the stale-temporary cleanup). The rerun hits the
+  cache for every stage that finished.
+- Only the command line installs a SIGTERM handler; the API (a library) leaves signal
+  handling to its caller and sees Ctrl-C as the usual KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+
+class Interrupted(KeyboardInterrupt):
+    def __init__(self, signum: int = signal.SIGINT, stage: str | None = None) -> None:
+        super().__init__(signum, stage)
+        self.signum = int(signum)
+        self.stage = stage
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    def one_line(self) -> str:
+        return f"trtpipe: interrupted in stage {self.stage}" if self.stage else "trtpipe: interrupted"
+
+    @classmethod
+    def of(cls, error: KeyboardInterrupt, stage: str | None = None) -> "Interrupted":
+        """The Interrupted for any KeyboardInterrupt (a plain one is Ctrl-C), naming the stage."""
+        signum = error.signum if isinstance(error, Interrupted) else signal.SIGINT
+        return cls(signum, stage or (error.stage if isinstance(error, Interrupted) else None))
+
+
+def _raise_interrupted(signum, _frame) -> None:
+    raise Interrupted(signum)
+
+
+def install_sigterm_handler() -> None:
+    """SIGTERM raises Interrupted in the main thread (the command line only)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupted)
+
+
+@contextmanager
+def signals_deferred():
+    """Hold SIGINT/SIGTERM while the manifest of an interrupted run is written (a second
+    Ctrl-C must not leave it half-recorded); a held signal is dropped, the run is ending."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
