@@ -46,6 +46,27 @@ def test_the_unmutated_manifest_verifies_identical(base_manifest, fresh_dir):
     assert verify(workdir / "manifest.json")["identical"]
 
 
+@pytest.mark.parametrize("key", ["validate.tolerance.max_abs", "data.seed", "sanitize.infer_shapes"])
+def test_a_recorded_interpolation_in_a_typed_field_is_a_user_error(base_manifest, fresh_dir, monkeypatch, key):
+    """Found by bench/fuzz.py: `${oc.env:...}` recorded in a float (int, bool) field ended
+    trtpipe-verify with an InterpolationValidationError traceback instead of exit 2."""
+    from trtpipe.errors import UserError
+    from trtpipe.verify import verify
+
+    monkeypatch.setenv(fc.SECRET_VAR, fc.SECRET)
+    manifest = json.loads(json.dumps(base_manifest))
+    section, *middle, last = key.split(".")
+    node = manifest["config"][section]
+    for step in middle:
+        node = node[step]
+    node[last] = "${oc.env:" + fc.SECRET_VAR + "}"
+    path = fresh_dir() / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match=key.replace(".", r"\.")) as raised:
+        verify(path)
+    assert fc.SECRET not in f"{raised.value} {raised.value.fix}"
+
+
 @pytest.mark.parametrize("edit", ["secret", "stages_int", "config_list"])
 def test_malformed_manifests_through_the_real_command(base_manifest, tmp_path, edit):
     """A few cases through the `trtpipe-verify` console script: exit 0, 1 or 2 (one line), no
