@@ -57,6 +57,8 @@ def fuzz(kind: str, cases: int, seed: int, root: Path) -> dict:
         workdir = Path(tempfile.mkdtemp(dir=root))
         try:
             problem = check(case, workdir)
+        except Exception as error:  # noqa: BLE001 - a property check that crashes is a defect too
+            problem = f"{type(error).__name__} in the check: {str(error)[:200]}"
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         if problem:

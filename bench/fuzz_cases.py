@@ -211,7 +211,8 @@ class _Warnings(logging.Handler):
 
 
 def check_cache_record(text: str, workdir: Path) -> str | None:
-    """A planted entry.json: a warning and a rebuild (or a hit on an equivalent valid record),
+    """A planted entry.json, read as the pipeline reads it (the stage's outputs required): a
+    warning and a rebuild (or a hit on an equivalent valid record),
     nothing read/linked/written outside the entry and the run dir, the cache verifies."""
     from trtpipe.errors import UserError
     from trtpipe.runner.cache import ArtifactCache, cache_key
@@ -230,11 +231,11 @@ def check_cache_record(text: str, workdir: Path) -> str | None:
     level = logger.level
     logger.setLevel(logging.WARNING if not level or level > logging.WARNING else level)
     try:
-        result = ArtifactCache(root).get_or_compute("sanitize", MATERIAL, _write("rebuilt"))
+        result = ArtifactCache(root).get_or_compute("sanitize", MATERIAL, _write("rebuilt"), required=("model",))
         publisher = RunDirPublisher(run_dir)
         publisher.publish(result.entry, "sanitize")
         publisher.wait()
-        again = ArtifactCache(root).get_or_compute("sanitize", MATERIAL, _write("third"))
+        again = ArtifactCache(root).get_or_compute("sanitize", MATERIAL, _write("third"), required=("model",))
     except UserError:
         return None
     except Exception as error:  # noqa: BLE001
