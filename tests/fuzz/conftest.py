@@ -1,5 +1,4 @@
-"""Shared settings of the bounded fuzz run (issue 13, item 12): few examples, derandomized
-(CI is reproducible), no deadline (a case may run the pipeline), no example database."""
+"""The bounded fuzz run's fixture: a new empty directory per generated case."""
 
 from __future__ import annotations
 
@@ -8,11 +7,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-hypothesis = pytest.importorskip("hypothesis", reason="pip install -e '.[test]' (the fuzz tests need Hypothesis)")
-
-BOUNDED = hypothesis.settings(deadline=None, derandomize=True, database=None,
-                              suppress_health_check=list(hypothesis.HealthCheck))
 
 
 @pytest.fixture(scope="module")

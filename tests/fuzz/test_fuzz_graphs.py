@@ -7,7 +7,9 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from tests.fuzz.conftest import BOUNDED
+pytest.importorskip("hypothesis", reason="pip install -e '.[test]' (the fuzz tests need Hypothesis)")
+
+from tests.fuzz.bounded import BOUNDED  # noqa: E402
 
 from hypothesis import given, settings  # noqa: E402  (after the importorskip)
 

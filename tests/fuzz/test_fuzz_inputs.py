@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz.conftest import BOUNDED
+pytest.importorskip("hypothesis", reason="pip install -e '.[test]' (the fuzz tests need Hypothesis)")
+
+from tests.fuzz.bounded import BOUNDED  # noqa: E402
 
 from hypothesis import given, settings, strategies as st  # noqa: E402  (after the importorskip)
 
