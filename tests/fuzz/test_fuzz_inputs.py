@@ -123,8 +123,11 @@ def test_config_overrides_end_in_success_or_a_user_error(fresh_dir):
 
 @pytest.mark.parametrize("overrides", [["precision.default=7"], ["stages=[sanitize,sanitize]"],
                                        ["validate.tolerance.max_abs=nan"], ["+precison.default=fp16"],
-                                       ["data.inputs={x:{y:[]}}"], ["model.builtin=[1]"]])
+                                       ["data.inputs={x:{y:[]}}"], ["model.builtin=[1]"],
+                                       ["validate.tolerance.rel_l2=${nope}"], ["precision.default=${nope}"]])
 def test_known_bad_overrides_are_user_errors(overrides):
+    """The `${nope}` cases were found by bench/fuzz.py: an unresolvable interpolation in a value
+    check_config reads ended `trtpipe.api.compose` with an InterpolationKeyError."""
     from trtpipe.api import compose
     from trtpipe.config.check import check_config
     from trtpipe.errors import UserError
