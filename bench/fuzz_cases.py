@@ -10,7 +10,7 @@ Decisions:
   anything else is a defect, reported with its type and message, never raised.
 - Every case runs in its own fresh `workdir`; a file appearing or changing anywhere in
   `workdir` outside the run directory and the cache is a defect (snapshot before/after).
-- Planted `${oc.env:...}` strings name FUZZ_SECRET_VAR, whose value must never show up
+- Planted `${oc.env:...}` strings name TRTPIPE_FUZZ_SECRET, whose value must never show up
   in a result, an error message or a written file (the manifest is data, not config).
 """
 

@@ -16,7 +16,7 @@ pytest.importorskip("hypothesis", reason="pip install -e '.[test]' (the fuzz tes
 
 from tests.fuzz.bounded import BOUNDED  # noqa: E402
 
-from hypothesis import given, settings, strategies as st  # noqa: E402  (after the importorskip)
+from hypothesis import given, settings  # noqa: E402  (after the importorskip)
 
 from bench import fuzz_cases as fc  # noqa: E402
 
