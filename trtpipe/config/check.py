@@ -25,7 +25,10 @@ def check_config(cfg: DictConfig, overrides: list[str] | None = None) -> None:
     """
     if overrides is None or any(_adds_key(o) for o in overrides):
         _check_schema(cfg)
-    _check_values(cfg)
+    try:
+        _check_values(cfg)
+    except OmegaConfBaseException as error:  # e.g. `key=${nope}`: found by bench/fuzz.py
+        raise config_error(error) from None
 
 
 def _adds_key(override: str) -> bool:
