@@ -20,7 +20,7 @@ from tests.cli_helpers import run_trtpipe
 LAYERS, WIDTH = 4, 2048  # 4 x 16 MiB of weights: writing the model takes long enough to interrupt
 
 
-def large_model(path: Path) -> None:
+def large_model(path: Path, opset: int = 17) -> None:
     rng = np.random.default_rng(0)
     nodes, weights, current = [], [], "x"
     for index in range(LAYERS):
@@ -29,7 +29,7 @@ def large_model(path: Path) -> None:
         current = f"h{index}"
     graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, WIDTH])],
                               [helper.make_tensor_value_info(current, TensorProto.FLOAT, [1, WIDTH])], weights)
-    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", opset)]), str(path))
 
 
 def start_trtpipe(workdir: Path, cache: Path, *overrides: str) -> subprocess.Popen:

@@ -12,27 +12,26 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from tests.cli_helpers import cache_entries, run_trtpipe
-
-LAYERS, WIDTH = 4, 2048  # 4 x 16 MiB of weights: each stage takes long enough to interrupt
-
+from tests.test_crash_and_concurrency import large_model
 
 def large_opset13_model(path: Path) -> None:
-    """Opset 13, so upgrade_opset (target 17) converts and rewrites the whole model."""
-    rng = np.random.default_rng(0)
-    nodes, weights, current = [], [], "x"
-    for index in range(LAYERS):
-        weights.append(numpy_helper.from_array(rng.standard_normal((WIDTH, WIDTH), np.float32) * 0.01, f"w{index}"))
-        nodes.append(helper.make_node("MatMul", [current, f"w{index}"], [f"h{index}"], name=f"/layer{index}/MatMul"))
-        current = f"h{index}"
-    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, WIDTH])],
-                              [helper.make_tensor_value_info(current, TensorProto.FLOAT, [1, WIDTH])], weights)
-    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    """Opset 13, so upgrade_opset (target 17) converts and rewrites the whole model (4 x 16 MiB of
+    weights: each stage takes long enough to interrupt)."""
+    large_model(path, opset=13)
+
+
+def wait_until_upgrade_runs(victim: subprocess.Popen, run_dir: Path) -> None:
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until the second stage is computing
+        log = run_dir / "trtpipe.log"
+        if log.exists() and "upgrade_opset   running" in log.read_text():
+            return
+        time.sleep(0.005)
+    victim.kill()
+    raise AssertionError("upgrade_opset never started: " + victim.communicate()[1])
 
 
 OVERRIDES = ["model.path=big.onnx", "stages=[sanitize,upgrade_opset]", "sanitize.fold_constants=false"]
@@ -48,15 +47,7 @@ def test_a_signal_mid_stage_records_interrupted_and_the_rerun_hits_the_cache(tmp
     env.pop("TRTPIPE_DEBUG", None)
     victim = subprocess.Popen([sys.executable, "-m", "trtpipe", *OVERRIDES, f"hydra.run.dir={run_dir}"],
                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:  # wait until the second stage is computing
-        log = run_dir / "trtpipe.log"
-        if log.exists() and "upgrade_opset   running" in log.read_text():
-            break
-        time.sleep(0.005)
-    else:
-        victim.kill()
-        raise AssertionError("upgrade_opset never started: " + victim.communicate()[1])
+    wait_until_upgrade_runs(victim, run_dir)
     victim.send_signal(signum)
     stdout, stderr = victim.communicate(timeout=120)
 
@@ -101,15 +92,7 @@ def test_ctrl_c_in_an_api_run_raises_keyboard_interrupt_after_writing_the_manife
     victim = subprocess.Popen([sys.executable, "-c", API_SCRIPT, str(run_dir), *OVERRIDES,
                                f"cache.dir={tmp_path / 'cache'}"],
                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        log = run_dir / "trtpipe.log"
-        if log.exists() and "upgrade_opset   running" in log.read_text():
-            break
-        time.sleep(0.005)
-    else:
-        victim.kill()
-        raise AssertionError("upgrade_opset never started: " + victim.communicate()[1])
+    wait_until_upgrade_runs(victim, run_dir)
     victim.send_signal(signal.SIGINT)
     stdout, stderr = victim.communicate(timeout=120)
     assert victim.returncode == 7 and stdout.strip() == "caught Interrupted upgrade_opset", stdout + stderr
