@@ -57,9 +57,10 @@ class PlanPrecision(Stage):
         searching = config["search"]["enabled"] and config["default"] != "fp32"
         needs_feeds = searching or (config["default"] == "fp16" and config["auto"]["max_abs"] is not None)
         feeds = sample_feeds(model, config["data"]) if needs_feeds else None
-        record_feed_shapes(net, feeds[0] if feeds else feeds_for_shapes(model, config))
         notes: dict = {}
         decisions, matches = plan_precision(net, config, feeds, notes)
+        if not net.run_shapes:  # no reference run recorded the real shapes: infer them from a sample's
+            record_feed_shapes(net, feeds[0] if feeds else feeds_for_shapes(model, config))
         search_note = ""
         if searching:
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
