@@ -7,7 +7,8 @@ Decisions:
   earlier run's `trtpipe.log`, `.hydra/` and outputs.
 - The command line takes the snapshot before Hydra creates anything: from an explicit
   `hydra.run.dir=` override in argv, or, for a run directory whose pattern contains
-  `${now:...}` (the default), the directory is new by construction. A run directory
+  `${now:...}` (the default), the directory is new when it holds only what Hydra just
+  made (`.hydra/`, the log). A run directory
   known neither way (a fixed path set in a config file) is treated as pre-existing:
   nothing is removed from it.
 """
@@ -89,9 +90,19 @@ def snapshot_for(run_dir: Path, dir_pattern: str | None) -> RunDirSnapshot:
     run_dir = Path(os.path.abspath(run_dir))
     if run_dir in _taken:
         return _taken[run_dir]
-    if dir_pattern and "${now:" in dir_pattern:
+    if dir_pattern and "${now:" in dir_pattern and _holds_only_hydras_own(run_dir):
         return RunDirSnapshot.new(run_dir)
     return RunDirSnapshot.untouchable(run_dir)
+
+
+def _holds_only_hydras_own(run_dir: Path) -> bool:
+    """Decision: a `${now:...}` directory is new only if it holds nothing but what Hydra just made
+    (`.hydra/`, the log file): a pattern shared by several runs (`runs/${now:%Y-%m-%d}`, two runs
+    in one second) may hold another run's files, and then nothing is removed."""
+    try:
+        return set(os.listdir(run_dir)) <= {".hydra", "trtpipe.log"}
+    except OSError:
+        return False
 
 
 def explicit_snapshot() -> RunDirSnapshot | None:
