@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import onnx
 
+from trtpipe.graph.parser_names import unique_name
+
 from trtpipe.graph.subgraphs import all_graphs
 
 
@@ -35,10 +37,7 @@ def make_node_names_unique(model: onnx.ModelProto) -> list[dict]:
             if node.name not in seen:
                 seen.add(node.name)
                 continue
-            index = 1
-            while f"{node.name}_{index}" in taken:
-                index += 1
-            new = f"{node.name}_{index}"
+            new = unique_name(node.name, taken)  # the one `<name>_<k>` rule (parser_names.py)
             taken.add(new)
             seen.add(new)
             renamed.append({"from": node.name, "to": new, "op_type": node.op_type})

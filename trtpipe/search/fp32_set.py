@@ -235,10 +235,6 @@ def search_fp32_set(
     )
 
 
-def _overflows(ranking: list[Sensitivity], node: str) -> bool:
-    return any(e.node == node and e.overflow for e in ranking)
-
-
 def _heavy_then_cheap(steps: SearchSteps, split: PlanSplit, ranking: list[Sensitivity], share: FlopShare,
                       max_trials: int) -> None:
     """Steps 3-5 of the module docstring."""
@@ -249,7 +245,8 @@ def _heavy_then_cheap(steps: SearchSteps, split: PlanSplit, ranking: list[Sensit
     heavy = [name for name in split.searchable if share.heavy(name)]
     # A heavy node the automatic plan runs in low precision has its reference values in range (the
     # range rule checked them); inf/NaN in the all-low plan only says an earlier node broke.
-    out_of_range -= {n for n in heavy if n not in automatic and not _overflows(ranking, n)}
+    overflowing = {e.node for e in ranking if e.overflow}
+    out_of_range -= {n for n in heavy if n not in automatic and n not in overflowing}
     cheap = [name for name in split.searchable if not share.heavy(name)]
     topological = {name: index for index, name in enumerate(split.searchable)}
     by_flops = lambda n: (-share.flops(n), topological[n])  # noqa: E731
