@@ -38,6 +38,8 @@ Decision: a group counts only if it reaches a `Sqrt` of the scale and a
 
 from __future__ import annotations
 
+import heapq
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -165,16 +167,27 @@ def _close(net: Network, found: Statistics, variance: str) -> list[str]:
         roles[found.centred] = INPUT
     roles[net.nodes[variance].output[0]] = SCALE
     members = dict.fromkeys(found.mean_nodes + found.variance_nodes)
-    for name in net.names:  # topological: a consumer is seen after everything it reads
-        if name in members or not _candidate(net, name, roles):
+    # Decision: walk forward from the statistics through the consumers, in topological order (a
+    # consumer is judged after everything it reads), not over every node of the network: one scan
+    # per LayerNorm made grouping quadratic (2.3 s for a 96-layer encoder).
+    frontier = [(net.position[c], c) for t in roles for c in net.consumers.get(t, ())]
+    heapq.heapify(frontier)
+    visited: set[str] = set()
+    while frontier:
+        _, name = heapq.heappop(frontier)
+        if name in visited or name in members or not _candidate(net, name, roles):
             continue
+        visited.add(name)
         role, steps = _role(net, name, roles, affine)
         if role is None:
             continue
         members[name] = None
-        roles[net.nodes[name].output[0]] = role
+        output = net.nodes[name].output[0]
+        roles[output] = role
         if role == NORMALISED:
-            affine[net.nodes[name].output[0]] = steps
+            affine[output] = steps
+        for consumer in net.consumers.get(output, ()):
+            heapq.heappush(frontier, (net.position[consumer], consumer))
     has_sqrt = any(net.op_type(n) == "Sqrt" for n in members)
     return list(members) if has_sqrt and NORMALISED in roles.values() else []
 

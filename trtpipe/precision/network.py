@@ -18,6 +18,7 @@ node lives.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import onnx
@@ -53,6 +54,11 @@ class Network:
 
     def op_type(self, name: str) -> str:
         return self.nodes[name].op_type
+
+    @functools.cached_property
+    def position(self) -> dict[str, int]:
+        """node name -> its index in `names` (the topological order), built once."""
+        return {name: index for index, name in enumerate(self.names)}
 
     def is_float(self, tensor: str) -> bool:
         return self.tensor_types.get(tensor) in FLOAT_TYPES
