@@ -15,6 +15,7 @@ Decisions:
 from __future__ import annotations
 
 import json
+import signal
 import os
 import sys
 from pathlib import Path
@@ -49,18 +50,30 @@ def main() -> None:
         config_dir = conf_dir()
         preflight(config_dir, argv)
         snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
-        sys.exit(_run_hydra(config_dir, switches))
+        code = _run_hydra(config_dir, switches)
+        if code in (Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code):
+            _ignore_further_signals()
+        sys.exit(code)
     except UserError as error:
         print(f"trtpipe: error: {error}", file=sys.stderr)
         if switches["json"]:
             print(json.dumps({"status": "user_error", "exit_code": error.exit_code, "error": str(error)}))
         sys.exit(error.exit_code)
     except KeyboardInterrupt as error:  # outside a job (startup, Hydra): one line, 130 or 143
+        _ignore_further_signals()
         interrupted = Interrupted.of(error)
         print(interrupted.one_line(), file=sys.stderr)
         if switches["json"]:
             print(json.dumps({"status": "interrupted", "exit_code": interrupted.exit_code}))
         sys.exit(interrupted.exit_code)
+
+
+
+def _ignore_further_signals() -> None:
+    """Decision: once a run has ended by a signal, another SIGINT/SIGTERM arriving (or still pending)
+    while the interpreter shuts down must not turn exit 130/143 into a death by the signal."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _run_hydra(config_dir: Path, switches: dict) -> int:
