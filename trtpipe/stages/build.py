@@ -38,7 +38,8 @@ class BuildEngine(Stage):
     name = "build"
     # 2: the parser op-support check (build/parser_support.json, its fact in the summary).
     # 3: trtexec.txt names the model where the run directory publishes it (../precision/model.onnx),
-    #    pool sizes in MiB (trtexec 10.0 has no size suffixes).
+    #    pool sizes in MiB (trtexec 10.0 has no size suffixes); parser_support.json gains `plan_precision`
+    #    (planned FP16/BF16 op types the parser's type list lacks).
     version = "3"
     consumes = ("model", "plan")
     # Always; engine, layer_info, audit, build_log when an engine was built.
@@ -87,7 +88,7 @@ class BuildEngine(Stage):
         plan = json.loads(Path(inputs["plan"]).read_text())
         backend = self.backend
         environment = backend.environment()
-        _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir)
+        _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir, plan)
         availability = backend.availability()
         facts = environment.key_facts()
         timing = None
