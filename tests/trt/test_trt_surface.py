@@ -48,6 +48,8 @@ LEGACY_ONLY = {("builder.py", "_apply_plan")}
 # backend/trt/config.py, loader.py), and whether only legacy mode passes that keyword.
 VIA_POLYGRAPHY = [
     ("tf32=True", ("BuilderFlag", "TF32"), False),
+    ("tf32=True", ("IBuilderConfig", "set_flag"), False),
+    ("tf32=False (TF32 is on by default)", ("IBuilderConfig", "clear_flag"), False),
     ("fp16=True (legacy)", ("BuilderFlag", "FP16"), True),
     ("bf16=True (legacy)", ("BuilderFlag", "BF16"), True),
     ('precision_constraints="obey" (legacy)', ("BuilderFlag", "OBEY_PRECISION_CONSTRAINTS"), True),
