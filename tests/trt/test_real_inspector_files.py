@@ -142,3 +142,22 @@ def test_ivit_audit_reads_fp32_where_seen_and_unknown_inside_int8_gemms():
         ("/fc1/MatMul_myl0_2", True, "unknown")  # Int8 in, Int8 out: no float type to read
     assert (rows["/input_q/QuantizeLinear"].realised, rows["/input_q/QuantizeLinear"].verdict) == ("fp32", "ok")
     assert rows["/head/Softmax"].verdict == "absent"
+
+
+def _keys(document: dict) -> set[str]:
+    keys = set(document)
+    for layer in document["Layers"]:
+        keys |= set(layer)
+        for tensor in (*layer.get("Inputs", []), *layer.get("Outputs", [])):
+            keys |= {f"tensor.{key}" for key in tensor}
+    return keys
+
+
+def test_the_test_double_writes_no_10x_key_the_real_output_lacks():
+    """The double's 10.x documents (tests/trt/fake_tensorrt.py) use only keys real 10.x-schema files have.
+    (No real 11.x file was found; the double's 11.x form follows the migration guide.)"""
+    from tests.trt.fake_tensorrt import layer, layers_10x, tensor_10x
+
+    real = _keys(json.loads((DATA / "trex_resnet_a100_fp16.graph.json").read_text())) | _keys(json.loads(ivit_document()))
+    fake = _keys(layers_10x([layer("a", "kgen", [tensor_10x("x", "Half")], [tensor_10x("y", "Float")], onnx_nodes=["n"])]))
+    assert fake <= real, sorted(fake - real)
