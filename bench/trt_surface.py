@@ -24,7 +24,7 @@ strings do not say which class a method belongs to), and it over-approximates (a
 names such as "index" are in it, and a byte pattern can hit mid-instruction). A name
 *absent* from a version's file is therefore reliably absent from that version's
 bindings; a present name is present somewhere in the module. Cross-checked by hand for
-10.16.1.11 against `objdump -d`: the removed-in-11 names (`set_output_type`, `precision`,
+10.16.1.11 and 11.4.0.106 against `objdump -d` (the same set for 11.4): the removed-in-11 names (`set_output_type`, `precision`,
 `OBEY_PRECISION_CONSTRAINTS`, `FP16`) are in 10.x files and absent from 11.x files.
 """
 
