@@ -23,9 +23,10 @@ Limits (documented in the test too): the set is module-wide, not per class (pybi
 strings do not say which class a method belongs to), and it over-approximates (argument
 names such as "index" are in it, and a byte pattern can hit mid-instruction). A name
 *absent* from a version's file is therefore reliably absent from that version's
-bindings; a present name is present somewhere in the module. Cross-checked by hand for
-10.16.1.11 and 11.4.0.106 against `objdump -d` (the same set for 11.4): the removed-in-11 names (`set_output_type`, `precision`,
-`OBEY_PRECISION_CONSTRAINTS`, `FP16`) are in 10.x files and absent from 11.x files.
+bindings; a present name is present somewhere in the module. Cross-checked against
+`objdump -d` (10.16.1.11 by hand; for 11.4.0.106 the lea targets give the same 1378
+names): the removed-in-11 names (`set_output_type`, `precision`,
+`OBEY_PRECISION_CONSTRAINTS`, `FP16`) are in the 10.x files and absent from the 11.x ones.
 """
 
 from __future__ import annotations
