@@ -147,7 +147,7 @@ def test_without_tensorrt_the_build_is_deferred_with_both_trtexec_commands_and_a
     text = (tmp_path / "out" / "trtexec.txt").read_text()
     assert f"sha256 {artifact_digest(inputs['model'])}" in text and "<- in use" not in text
     ten, eleven = commands_in(text)
-    assert ten[:4] == ["trtexec", "--onnx=model.onnx", "--saveEngine=model.engine", "--stronglyTyped"]
+    assert ten[:4] == ["trtexec", "--onnx=../in/model.onnx", "--saveEngine=model.engine", "--stronglyTyped"]
     assert eleven[:3] == ten[:3] and "--stronglyTyped" not in eleven and "--fp16" not in eleven
     assert {"--noTF32", "--timingCacheFile=timing.cache", "--exportLayerInfo=layer_info.json"} <= set(ten) & set(eleven)
     again = BuildEngine().run(inputs, config(tmp_path / "elsewhere"), mk(tmp_path / "again"))

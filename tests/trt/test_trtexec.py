@@ -19,7 +19,7 @@ def test_strongly_typed_on_10x_and_plain_on_11x():
     assert ten[:3] == ["trtexec", "--onnx=model.onnx", "--saveEngine=model.engine"]
     assert "--stronglyTyped" in ten and "--stronglyTyped" not in eleven
     common = ["--minShapes=x:1x16x64", "--optShapes=x:4x16x64", "--maxShapes=x:8x16x64", "--noTF32",
-              "--builderOptimizationLevel=4", "--memPoolSize=workspace:1G,tacticSharedMem:48K",
+              "--builderOptimizationLevel=4", "--memPoolSize=workspace:1024,tacticSharedMem:0.046875",
               "--timingCacheFile=timing_cache/t.cache", "--staticPlugins=/opt/p/libmy.so",
               "--profilingVerbosity=detailed", "--exportLayerInfo=layer_info.json", "--skipInference"]
     for args in (ten, eleven):

@@ -37,7 +37,10 @@ ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
 class BuildEngine(Stage):
     name = "build"
     # 2: the parser op-support check (build/parser_support.json, its fact in the summary).
-    version = "2"
+    # 3: trtexec.txt names the model where the run directory publishes it (../precision/model.onnx),
+    #    pool sizes in MiB (trtexec 10.0 has no size suffixes); parser_support.json gains `plan_precision`
+    #    (planned FP16/BF16 op types the parser's type list lacks).
+    version = "3"
     consumes = ("model", "plan")
     # Always; engine, layer_info, audit, build_log when an engine was built.
     produces = ("trtexec", "parser_support")
@@ -85,7 +88,7 @@ class BuildEngine(Stage):
         plan = json.loads(Path(inputs["plan"]).read_text())
         backend = self.backend
         environment = backend.environment()
-        _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir)
+        _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir, plan)
         availability = backend.availability()
         facts = environment.key_facts()
         timing = None
@@ -99,7 +102,8 @@ class BuildEngine(Stage):
             if config.get("timing_cache", True) else None
         (out_dir / TRTEXEC).write_text(trtexec_file(
             options, plan, in_use=environment.tensorrt if availability.available else None,
-            model_sha256=model_sha, timing_cache=timing_name, float_outputs=_float_outputs(model)))
+            model_sha256=model_sha, timing_cache=timing_name, float_outputs=_float_outputs(model),
+            model=published_model_path(Path(inputs["model"]), out_dir)))
         if not availability.available:
             return _with_parser(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
                                           out_dir), parser_fact)
@@ -109,6 +113,22 @@ class BuildEngine(Stage):
             raise UserError(constraints_unavailable(environment.tensorrt), "set build.precision_mode=strongly_typed")
         result = backend.build(Path(inputs["model"]), plan, options)
         return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact)
+
+
+def published_model_path(model: Path, out_dir: Path) -> str:
+    """The model as seen from build/ of the run directory, for trtexec.txt.
+
+    Decision: the runner hands the stage its cache entry's file (`<cache>/entries/<stage>/<key>/<file>`)
+    and publishes it in the run directory as `<stage>/<file>`, so from `build/` it is
+    `../<stage>/<file>`. Elsewhere (build_on_gpu.py with --model) the path relative to the output
+    directory. The producing stage is not in this stage's cache key; the same bytes from another stage
+    are published under that stage's name, which the sha256 in the file's header identifies."""
+    import os
+
+    parts = Path(model).parts
+    if len(parts) >= 4 and parts[-4] == "entries":
+        return f"../{parts[-3]}/{parts[-1]}"
+    return Path(os.path.relpath(Path(model).absolute(), Path(out_dir).absolute())).as_posix()
 
 
 def _with_parser(outcome: StageOutcome, parser_fact: str) -> StageOutcome:

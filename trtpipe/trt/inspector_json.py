@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 
 from trtpipe.errors import UserError
-from trtpipe.trt.layer_names import onnx_nodes_in_metadata
+from trtpipe.trt.layer_names import name_parts, onnx_nodes_in_metadata
 
 FLOAT_DTYPES = ("fp32", "fp16", "bf16", "fp8", "fp4", "fp64")
 LOW_DTYPES = ("fp16", "bf16", "fp8", "fp4")
@@ -65,8 +65,9 @@ class EngineLayer:
 
     @property
     def fused(self) -> bool:
-        """Several ONNX nodes in one engine layer, or a Myelin/ForeignNode layer."""
-        return len(self.onnx_nodes) > 1 or self.is_myelin
+        """Several ONNX nodes in one engine layer (by metadata, or without it by a fused name such as
+        `Conv_5 + Add_6 + Relu_7`), or a Myelin/ForeignNode layer."""
+        return len(self.onnx_nodes) > 1 or self.is_myelin or (not self.onnx_nodes and len(name_parts(self.name)) > 1)
 
     @property
     def is_myelin(self) -> bool:

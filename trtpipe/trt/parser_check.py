@@ -28,8 +28,10 @@ QUANTIZED_INTEGER_OPS = {"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"
                          "QLinearGlobalAveragePool", "QLinearConcat", "QGemm"}
 
 
-def check_parser_support(model, config: Mapping, installed_tensorrt: str | None, out_dir: Path) -> tuple[dict, str]:
-    """Write the report into out_dir; return it and the fact for the stage line. Raises UserError (exit 2)."""
+def check_parser_support(model, config: Mapping, installed_tensorrt: str | None, out_dir: Path,
+                         plan: Mapping | None = None) -> tuple[dict, str]:
+    """Write the report into out_dir; return it and the fact for the stage line. Raises UserError (exit 2).
+    With the plan, also each planned FP16/BF16 op type against the parser's type list (trtpipe.trt.plan_types)."""
     from trtpipe.config.build_schema import UNSUPPORTED, checked_choice
     from trtpipe.graph.parser_support import one_line, parser_support
     from trtpipe.trt.parser_ops import list_for
@@ -44,6 +46,13 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
         table = list_for(None, "TensorRT not installed, build.tensorrt_version unset")
     report = parser_support(model, table, plugin_libraries=bool(config.get("plugins")))
     report["mode"] = mode
+    if plan is not None:
+        from trtpipe.trt import plan_types
+
+        report["plan_precision"] = plan_types.plan_precision_findings(plan, table)
+        if report["plan_precision"]:
+            log.warning("build: the plan's precision vs TensorRT %s's parser types: %s (see build/%s)",
+                        table.tensorrt_version, plan_types.one_line(report["plan_precision"]), REPORT)
     (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")
     errors, warnings = one_line(report, ("error",)), one_line(report, ("warning",))
     version = table.tensorrt_version

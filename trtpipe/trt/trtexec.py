@@ -7,16 +7,24 @@ BuildOptions/SystemOptions/ReportingOptions::help): --onnx, --saveEngine,
 MiB by default), --noTF32, --stronglyTyped, --precisionConstraints=obey,
 --layerPrecisions/--layerOutputTypes=name:type[,...], --builderOptimizationLevel,
 --timingCacheFile, --profilingVerbosity=detailed, --exportLayerInfo, --staticPlugins,
---skipInference.
+--skipInference. Every flag is checked against the help text of TensorRT 10.0, 10.16,
+11.0 and 11.1 (tests/trt/data/trtexec_flags.json, tests/trt/test_trtexec_flags.py).
+
+Decision: pool sizes are written in MiB without a suffix (`workspace:1024`,
+`tacticSharedMem:0.046875`): trtexec 10.0 reads `pool:sizeInMiB` as a double and has no
+suffixes (`1G` would silently be 1 MiB, as std::stod stops at the G); 10.1+ takes
+suffixes but still defaults to MiB and accepts decimals, rounding down to whole bytes.
 
 TensorRT 11.x (migration guide "Migrating trtexec Usage from TensorRT 10.x to 11.x"):
 --fp16/--bf16/--int8/--best are removed, --stronglyTyped is no longer needed (always on),
 and with the OBEY/PREFER precision-constraint builder flags removed, so are
---precisionConstraints/--layerPrecisions/--layerOutputTypes. Assumption (not stated
-by the guide): --noTF32 remains, as BuilderFlag.TF32 is not among the removed APIs.
+--precisionConstraints/--layerPrecisions/--layerOutputTypes (their help lines are gone
+from 11.0's sampleOptions.cpp); --noTF32 remains (in 11.0 and 11.1's help text).
 
-Paths are relative (the model next to the command, the timing cache under
-`timing_cache/`): the file is an artifact and must not depend on where the cache lives.
+Paths are relative to the directory the file is in (the run directory's `build/`): the
+model as the run directory publishes it (`../precision/model.onnx`), the outputs next to
+the file, the timing cache under `timing_cache/`. The file is an artifact and must not
+depend on where the cache lives.
 """
 
 from __future__ import annotations
@@ -69,12 +77,13 @@ def trtexec_args(major: int, options: BuildOptions, plan: Mapping, *, model: str
 
 
 def trtexec_file(options: BuildOptions, plan: Mapping, *, in_use: str | None, model_sha256: str,
-                 timing_cache: str | None = None, float_outputs: Mapping[str, int] | None = None) -> str:
+                 timing_cache: str | None = None, float_outputs: Mapping[str, int] | None = None,
+                 model: str = "model.onnx") -> str:
     """The `trtexec` artifact: a commented shell snippet with one command per TensorRT major."""
     in_use_major = int(in_use.split(".")[0]) if in_use and in_use.split(".")[0].isdigit() else None
     lines = [
         "# Equivalent trtexec command lines for this trtpipe build stage.",
-        f"# model.onnx: the ONNX the build consumed (sha256 {model_sha256}); run from its directory.",
+        f"# Run from the directory of this file; {model}: the ONNX the build consumed (sha256 {model_sha256}).",
         f"# TensorRT in use: {in_use or 'none (the build was deferred)'}",
     ]
     if options.timing_cache is not None or timing_cache:
@@ -91,7 +100,7 @@ def trtexec_file(options: BuildOptions, plan: Mapping, *, in_use: str | None, mo
         elif options.precision_mode == "constraints":
             lines.append("# Legacy constraints mode: only layers named exactly like their ONNX node are listed; "
                          "trtexec cannot reach the extra <node>_<N> layers (trtpipe's build does).")
-        args = trtexec_args(major, options, plan, timing_cache=timing_cache, float_outputs=float_outputs)
+        args = trtexec_args(major, options, plan, model=model, timing_cache=timing_cache, float_outputs=float_outputs)
         lines.append(" \\\n    ".join(shlex.quote(arg) for arg in args))
     return "\n".join(lines) + "\n"
 
@@ -120,7 +129,6 @@ def _quoted(name: str) -> str:
 
 
 def _size(size: int) -> str:
-    for suffix, unit in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if size % unit == 0:
-            return f"{size // unit}{suffix}"
-    return f"{size}B"
+    """Bytes as MiB, the unit every trtexec 10.x/11.x reads without a suffix (exact: a power-of-two fraction)."""
+    mib = size / 2**20
+    return str(int(mib)) if mib == int(mib) else repr(mib)

@@ -1,0 +1,70 @@
+"""The plan's FP16/BF16 nodes against the TensorRT ONNX parser's type list, before any GPU."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.trt.fake_tensorrt import FakeTensorRTBackend
+from tests.trt.test_build_stage import config, mk
+from trtpipe.config.locate import conf_dir
+from trtpipe.config.preflight import compose_checked
+from trtpipe.config.store import register_configs
+from trtpipe.stages.build import BuildEngine
+from trtpipe.trt.parser_ops import list_for
+from trtpipe.trt.plan_types import pin_rule, plan_precision_findings
+
+NODES = {"/warp/GridSample": "GridSample", "/head/MatMul": "MatMul", "/head/Mish": "Mish"}
+
+
+def write(directory, precisions: dict[str, str]):
+    """x -> GridSample -> MatMul -> Mish -> y, and a plan giving each node `precisions[name]`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])
+    grid = helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 8, 8, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])
+    w = numpy_helper.from_array(np.eye(8, dtype=np.float32), "w")
+    nodes = [helper.make_node("GridSample", ["x", "grid"], ["s"], "/warp/GridSample"),
+             helper.make_node("MatMul", ["s", "w"], ["m"], "/head/MatMul"),
+             helper.make_node("Mish", ["m"], ["y"], "/head/Mish")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x, grid], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(directory / "model.onnx"))
+    plan = {"nodes": [{"name": n, "op_type": op, "precision": precisions[n]} for n, op in NODES.items()]}
+    (directory / "precision_plan.json").write_text(json.dumps(plan))
+    return {"model": directory / "model.onnx", "plan": directory / "precision_plan.json"}
+
+
+def test_bf16_gridsample_and_mish_are_reported_fp16_ones_are_not():
+    table = list_for("10.16", "test")
+    bf16 = {"nodes": [{"name": n, "op_type": op, "precision": "bf16"} for n, op in NODES.items()]}
+    findings = plan_precision_findings(bf16, table)
+    assert [(f["op_type"], f["planned"], f["nodes"]) for f in findings] == \
+        [("GridSample", "bf16", ["/warp/GridSample"]), ("Mish", "bf16", ["/head/Mish"])]
+    assert "BF16" not in findings[0]["parser_types"] and "FP16" in findings[0]["parser_types"]
+    fp16 = {"nodes": [{**n, "precision": "fp16"} for n in bf16["nodes"]]}
+    assert plan_precision_findings(fp16, table) == []
+    kept = {"nodes": [{**n, "precision": "keep"} for n in bf16["nodes"]]}
+    assert plan_precision_findings(kept, table) == []
+
+
+def test_the_build_stage_records_it_in_parser_support_json_and_warns(tmp_path, caplog):
+    inputs = write(tmp_path / "in", {"/warp/GridSample": "bf16", "/head/MatMul": "bf16", "/head/Mish": "fp32"})
+    backend = FakeTensorRTBackend(available=False)
+    with caplog.at_level(logging.WARNING):
+        BuildEngine(backend=backend).run(inputs, config(tmp_path, tensorrt_version="10.16"), mk(tmp_path / "out"))
+    report = json.loads((tmp_path / "out" / "parser_support.json").read_text())
+    assert [(f["op_type"], f["planned"], f["count"]) for f in report["plan_precision"]] == [("GridSample", "bf16", 1)]
+    assert pin_rule("GridSample") in caplog.text
+
+
+def test_the_printed_rule_is_a_valid_override():
+    register_configs()
+    cfg = compose_checked(conf_dir(), ["+recipe=transformer_fp16", pin_rule("GridSample")])
+    rule = cfg.precision.rules["keep_gridsample"]
+    assert (rule.match, rule.pattern, rule.precision) == ("op_type", "GridSample", "fp32")
