@@ -80,3 +80,19 @@ def test_trtexec_txt_names_the_run_directory_s_model_from_where_it_says_to_run(c
     manifest = json.loads((copied_run / "manifest.json").read_text())
     precision = next(s for s in manifest["stages"] if s["name"] == "precision")
     assert precision["outputs"]["model"]["sha256"] == digest
+
+
+def test_the_same_model_bytes_from_another_stage_get_their_own_trtexec_path(tmp_path):
+    """The producing stage is in the build's key (`key_input_places`): a run whose model came through a
+    no-op promote_outputs, then one straight from precision, must not reuse trtexec.txt's
+    `../promote_outputs/model.onnx` (a directory the second run does not have)."""
+    cache = tmp_path / "cache"
+    for name, stages in (("with", "[sanitize,upgrade_opset,precision,promote_outputs,build]"),
+                         ("without", "[sanitize,upgrade_opset,precision,build]")):
+        done = run([sys.executable, "-m", "trtpipe", "+recipe=transformer_fp16", f"stages={stages}",
+                    f"hydra.run.dir={tmp_path / name}", f"cache.dir={cache}"], tmp_path, tmp_path)
+        assert done.returncode == 0, done.stderr
+        build = tmp_path / name / "build"
+        for command in commands_in((build / "trtexec.txt").read_text()):
+            onnx = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--onnx="))
+            assert (build / onnx).is_file(), (name, onnx)

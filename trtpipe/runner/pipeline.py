@@ -154,6 +154,9 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
     facts = stage.key_facts()
     if facts:  # e.g. GPU, driver, CUDA and TensorRT: an engine is never reused across them
         material["environment"] = facts
+    places = stage.key_input_places({kind: artifact.path for kind, artifact in inputs.items()})
+    if places:
+        material["input_places"] = places
     files = stage.key_files(config)
     if files:  # by content; None for a file missing here (a deferred build names the GPU machine's paths)
         material["files"] = {str(path): memoised_digest(path, cache.root / "index") if path.is_file() else None

@@ -56,6 +56,13 @@ class Stage:
         return {}
 
     @classmethod
+    def key_input_places(cls, inputs: Mapping[str, Path]) -> dict:
+        """Where inputs come from, for a stage whose outputs name that place (build's
+        trtexec.txt names `../<stage>/model.onnx`): part of the key, so the same bytes
+        published by another stage are not given a stale path."""
+        return {}
+
+    @classmethod
     def key_files(cls, config: Mapping) -> list[Path]:
         """Files the config names whose content changes the outputs (plugin libraries):
         their digests are part of the key, so a rebuilt file at the same path is noticed."""

@@ -70,6 +70,11 @@ class BuildEngine(Stage):
         return backend.environment().key_facts()
 
     @classmethod
+    def key_input_places(cls, inputs: Mapping[str, Path]) -> dict:
+        """trtexec.txt names the model where the run directory publishes it (`../<stage>/...`)."""
+        return {"model": published_model_path(Path(inputs["model"]), Path("build"))}
+
+    @classmethod
     def key_files(cls, config: Mapping) -> list[Path]:
         """The plugin libraries: an engine built with another build of a plugin is another engine."""
         return [Path(p).expanduser().absolute() for p in config.get("plugins") or () if isinstance(p, str) and p]
@@ -122,7 +127,7 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     and publishes it in the run directory as `<stage>/<file>`, so from `build/` it is
     `../<stage>/<file>`. Elsewhere (build_on_gpu.py with --model) the path relative to the output
     directory. The producing stage is not in this stage's cache key; the same bytes from another stage
-    are published under that stage's name, which the sha256 in the file's header identifies."""
+    are published under that stage's name: `key_input_places` puts this path in the key."""
     import os
 
     parts = Path(model).parts
