@@ -10,6 +10,8 @@ Decisions:
   after an hour of jobs.
 - trtpipe's own switches (`--json`, `--quiet`, `--verbose`) are taken out of argv
   before Hydra parses it; Hydra has no flags of these names.
+- `--quiet`: a successful run prints its run directory, one line on stdout, so
+  scripts can find its files (a sweep: one line per job); nothing else on stdout.
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
         if switches["json"]:
             print(json.dumps(json_summary(code, run_dir, result)), flush=True)
+        elif switches["quiet"] and code == EXIT_OK:  # the one stdout line: `dir=$(trtpipe --quiet ...)`
+            print(run_dir, flush=True)
         if code > 128:  # interrupted (reported in one line already): a sweep stops here too
             raise SystemExit(code)
         return code
