@@ -119,3 +119,13 @@ def test_table_rows_never_show_two_names_alike(failed_validation):
     for text, name in zip(shown, [LONG.format(0), LONG.format(1)]):
         start, end = text.split("…")
         assert len(text) <= 28 and name.startswith(start) and name.endswith(end), text
+
+
+def test_quiet_sweep_prints_one_run_directory_per_job(tmp_path):
+    model = unsqueeze_of_a_constant(tmp_path / "unsq.onnx")
+    sweep = tmp_path / "sweep"
+    run = run_trtpipe(tmp_path, "-m", "+recipe=fp32", f"model.path={model}", "data.seed=0,1",
+                      f"hydra.sweep.dir={sweep}", "--quiet")
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines() == [str(sweep / "0"), str(sweep / "1")]  # no Hydra launcher line, no table
+    assert (sweep / "summary.md").is_file() and run.stderr == ""
