@@ -16,7 +16,7 @@ Decisions:
   `matplotlib.figure.Figure` with the Agg canvas, never pyplot: no global
   figure state, no GUI backend, safe in worker processes and tests.
 - Fast on big models (2,000 nodes well under a second): one scatter call per
-  colour group, no per-node text except the first failure's label, fixed
+  colour group, per-node text only for the first failure and the worst few nodes, fixed
   margins instead of tight_layout (which draws the figure twice).
 - Reproducible: fixed size and dpi, PNG written with `metadata={"Software": None}`
   so no version string or timestamp is embedded.
