@@ -153,7 +153,7 @@ def check_manifest(manifest, workdir: Path) -> str | None:
     saved_tmp, saved_env = tempfile.tempdir, os.environ.get(SECRET_VAR)
     tempfile.tempdir, os.environ[SECRET_VAR] = str(scratch), SECRET
     try:
-        shown = json.dumps(verify(path), default=str)
+        shown = json.dumps(verify(path, keep=True), default=str)  # kept: its files are checked below
     except UserError as error:
         shown = f"{error} {error.fix}"
     except Exception as error:  # noqa: BLE001 - any other exception is the defect we look for

@@ -48,7 +48,7 @@ def test_a_planted_resolver_is_never_resolved(recorded, tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     env = {"SECRET_TOKEN": SECRET, "TMPDIR": str(scratch)}
-    for extra in ([], ["--json"]):
+    for extra in (["--keep"], ["--json", "--keep"]):  # kept, so that its files can be searched below
         done = trtpipe_verify(path, *extra, cwd=tmp_path, env=env)
         assert done.returncode in (1, 2), done.stdout + done.stderr
         assert "Traceback" not in done.stderr

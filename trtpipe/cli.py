@@ -10,6 +10,10 @@ Decisions:
   after an hour of jobs.
 - trtpipe's own switches (`--json`, `--quiet`, `--verbose`) are taken out of argv
   before Hydra parses it; Hydra has no flags of these names.
+- `--quiet`: a successful run prints its run directory, one line on stdout, so
+  scripts can find its files (a sweep: one line per job); nothing else on stdout
+  (Hydra's launcher lines are raised to WARNING, the sweep table only written to
+  summary.md).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ def main() -> None:
             switches[OWN_FLAGS[arg]] = True
         else:
             argv.append(arg)
+    if switches["quiet"] and not any(a.startswith("hydra.hydra_logging.root.level=") for a in argv):
+        argv.append("hydra.hydra_logging.root.level=WARNING")  # no `[HYDRA] Launching 2 jobs` on stdout
     sys.argv[1:] = argv
     install_sigterm_handler()
     try:
@@ -90,6 +96,10 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     from trtpipe.runner.rundir import explicit_snapshot, run_dir_error, snapshot_for
 
     exit_codes: list[int] = []
+    if switches["quiet"]:
+        from trtpipe.runner.sweep_summary import SweepSummary
+
+        SweepSummary.quiet = True
 
     def task(cfg) -> int:
         configure_console(json_mode=switches["json"], quiet=switches["quiet"], verbose=switches["verbose"])
@@ -104,6 +114,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
         if switches["json"]:
             print(json.dumps(json_summary(code, run_dir, result)), flush=True)
+        elif switches["quiet"] and code == EXIT_OK:  # the one stdout line: `dir=$(trtpipe --quiet ...)`
+            print(run_dir, flush=True)
         if code > 128:  # interrupted (reported in one line already): a sweep stops here too
             raise SystemExit(code)
         return code

@@ -8,6 +8,10 @@ stage's key and output digests are compared with the recorded ones. A stage is
 `identical`, or `drifted` with the reason: the changed input digest, config value or
 tool version, named by comparing the recorded and the new key material.
 
+Decision: the rebuild (its run directory and fresh cache) lives in a temporary
+directory that is removed when the verdict is known, whatever the verdict or error;
+`--keep` keeps it and prints where, for a look at a drifted stage's files.
+
 Exit codes: 0 identical, 1 drift, 2 a bad manifest or a missing model.
 """
 
@@ -29,9 +33,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", help="the model file, when it moved since the recorded run")
     parser.add_argument("--use-cache", action="store_true", help="verify against the recorded cache directory")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the rebuild's temporary directory (removed by default) and print where it is")
     args = parser.parse_args(argv)
     try:
-        verdict = verify(Path(args.manifest), model=args.model, use_cache=args.use_cache)
+        verdict = verify(Path(args.manifest), model=args.model, use_cache=args.use_cache, keep=args.keep)
     except UserError as error:
         print(f"trtpipe-verify: error: {error}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
@@ -42,12 +48,15 @@ def main(argv: list[str] | None = None) -> None:
     else:
         for stage in verdict["stages"]:
             print(f"  {stage['name']:15} {stage['verdict']:10} {stage['reason'] or ''}")
-        print(f"trtpipe-verify: {'identical' if verdict['identical'] else 'DRIFTED'}; rebuilt in {verdict['run_dir']}")
+        where = f"rebuilt in {verdict['run_dir']}" if verdict["run_dir"] else "rebuild removed (--keep keeps it)"
+        print(f"trtpipe-verify: {'identical' if verdict['identical'] else 'DRIFTED'}; {where}")
     sys.exit(EXIT_OK if verdict["identical"] else EXIT_FAILED)
 
 
-def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = False) -> dict:
+def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = False, keep: bool = False) -> dict:
     """Rebuild the recorded run in a fresh directory and compare it stage by stage.
+
+    The verdict's `run_dir` is the rebuild's run directory with `keep`, else None (removed).
 
     Decision: nothing depends on the current directory: the model is the recorded
     absolute path (or `--model`, resolved here), and the recorded config's relative
@@ -91,17 +100,20 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
         cfg.cache.dir = literal(str(work / "cache"))
     run_dir = work / "run"
     run_dir.mkdir()
+    kept = False
     try:
-        result = execute(cfg, run_dir, start_dir, list(recorded.get("overrides", [])))
-    except PipelineFailed as failed:
-        result = failed.result
-    except UserError:
-        shutil.rmtree(work, ignore_errors=True)  # nothing was rebuilt: leave nothing behind
-        raise
+        try:
+            result = execute(cfg, run_dir, start_dir, list(recorded.get("overrides", [])))
+        except PipelineFailed as failed:
+            result = failed.result
+        kept = keep
+    finally:
+        if not kept:  # an error, an interrupt, or a verdict without --keep: leave nothing behind
+            shutil.rmtree(work, ignore_errors=True)
     new_stages = {s["name"]: s for s in result.manifest["stages"]}
     stages = [_compare(old, new_stages.get(old["name"])) for old in recorded["stages"]]
     identical = not notes and all(s["verdict"] == "identical" for s in stages)
-    return {"identical": identical, "notes": notes, "stages": stages, "run_dir": str(run_dir),
+    return {"identical": identical, "notes": notes, "stages": stages, "run_dir": str(run_dir) if keep else None,
             "start_dir": str(start_dir), "warnings": [start_note] if start_note else [],
             "environment": _environment_changes(recorded, result.manifest)}
 

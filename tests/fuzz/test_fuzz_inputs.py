@@ -85,7 +85,7 @@ def test_malformed_manifests_through_the_real_command(base_manifest, tmp_path, e
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     env = {**os.environ, fc.SECRET_VAR: fc.SECRET, "TMPDIR": str(scratch)}
-    command = [str(Path(sys.executable).with_name("trtpipe-verify")), str(path)]
+    command = [str(Path(sys.executable).with_name("trtpipe-verify")), str(path), "--keep"]  # files searched below
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode in ((0, 1) if edit == "secret" else (2,)), done.stdout + done.stderr
     assert "Traceback" not in done.stderr and fc.SECRET not in done.stdout + done.stderr

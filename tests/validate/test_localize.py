@@ -176,4 +176,6 @@ def test_the_stage_reports_both_kinds_on_the_console_and_in_validation_json(tmp_
     assert "square (Mul, fp16)" in nonfinite_line and "overflow" in nonfinite_line
     assert "unshift (Sub, fp16)" in above_line and "(1.00%)" in above_line
     stage = next(s for s in failed.value.result.stages if s.name == "validate")
-    assert "first node with non-finite values: square" in stage.reason + str(stage.error)
+    # The failure line names the culprits without repeating the table's numbers (issue 14, item 9).
+    assert "first non-finite node: square (Mul, fp16)" in stage.reason + str(stage.error)
+    assert "first node above the threshold: unshift (Sub, fp16)" in stage.reason + str(stage.error)

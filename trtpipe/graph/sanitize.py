@@ -71,6 +71,7 @@ from trtpipe.graph.opset import default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
 from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
 from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.numerics.ort_logging import quiet_onnxruntime
 from trtpipe.graph.undoable_passes import GraphPass, PassRefused, run_passes
 from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory
 
@@ -277,6 +278,7 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx
     _load_what_folding_reads(model)
     # onnx-graphsurgeon folds Shape(start, end) into the whole shape: see shape_ranges.
     ranged_shapes = split_shape_ranges(model)
+    quiet_onnxruntime()  # onnx-graphsurgeon folds with ONNX Runtime sessions of its own (ort_logging.py)
     folded = model
     try:
         for partitioning in FOLD_PARTITIONINGS:

@@ -94,11 +94,11 @@ def _checker_problem(path: Path, *, full_check: bool) -> str | None:
 def _onnxruntime_problem(path: Path) -> str | None:
     import onnxruntime as ort
 
+    from trtpipe.numerics.ort_logging import session_options
     from trtpipe.numerics.ort_session import ort_reason
 
-    options = ort.SessionOptions()
+    options = session_options()  # a failing load is the answer here, not a log line
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 4  # a failing load is the answer here, not a log line
     options.add_session_config_entry("session.disable_prepacking", "1")
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:

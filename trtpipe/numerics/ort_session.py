@@ -48,6 +48,7 @@ from trtpipe.errors import UserError
 from trtpipe.graph.model_parts import all_tensors, model_without_initializers
 from trtpipe.graph.onnx_io import PROTOBUF_LIMIT_BYTES, estimated_bytes, save_model
 from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory, on_disk_span, set_external
+from trtpipe.numerics.ort_logging import session_options
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +70,8 @@ class OrtSession:
 
     def __init__(self, model: onnx.ModelProto, *, user_model: bool = False) -> None:
         self.user_model = user_model
-        options = ort.SessionOptions()
+        options = session_options()  # ORT's own coloured lines never reach the terminal (ort_logging.py)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        options.log_severity_level = 3  # errors only: ORT's warnings would flood the stage log
         # Idle ORT threads spin-wait by default; on a small machine they steal the cores
         # NumPy and the next session need (measured: a precision search 3-4x slower).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")

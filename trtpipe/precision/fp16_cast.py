@@ -34,6 +34,8 @@ def _cast_session():
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
+    from trtpipe.numerics.ort_logging import session_options
+
     graph = helper.make_graph(
         [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "trtpipe_fp16_cast",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
@@ -41,7 +43,7 @@ def _cast_session():
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8  # what every supported onnxruntime reads
-    options = ort.SessionOptions()
+    options = session_options()
     options.intra_op_num_threads = 1  # callers convert on their own threads (weight_copies.py)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])

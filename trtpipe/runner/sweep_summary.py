@@ -25,13 +25,16 @@ COLUMNS = ["job", "overrides", "status", "validation", "worst", "fp16_flop_share
 class SweepSummary(Callback):
     # The worst exit code of the last sweep, for the command line (0, 1 or 2).
     last_exit_code = 0
+    # `--quiet` (set by the command line): the table is written to summary.md/.csv, not printed.
+    quiet = False
 
     def on_multirun_end(self, config, **kwargs) -> None:
         root = Path(config.hydra.sweep.dir)
         rows = [job_row(path) for path in sorted(root.glob("*/manifest.json"), key=_job_number)]
         write_summary(root, rows)
         SweepSummary.last_exit_code = max((row["_exit"] for row in rows), default=0)
-        log.info("sweep summary (%d jobs): %s\n%s", len(rows), root / "summary.md", markdown(rows))
+        if not SweepSummary.quiet:
+            log.info("sweep summary (%d jobs): %s\n%s", len(rows), root / "summary.md", markdown(rows))
 
 
 def job_row(manifest_path: Path) -> dict:

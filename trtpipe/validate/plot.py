@@ -16,12 +16,23 @@ Decisions:
   `matplotlib.figure.Figure` with the Agg canvas, never pyplot: no global
   figure state, no GUI backend, safe in worker processes and tests.
 - Fast on big models (2,000 nodes well under a second): one scatter call per
-  colour group, no per-node text except the first failure's label, fixed
+  colour group, per-node text only for the first failure and the worst few nodes, fixed
   margins instead of tight_layout (which draws the figure twice).
 - Reproducible: fixed size and dpi, PNG written with `metadata={"Software": None}`
   so no version string or timestamp is embedded.
-- Log scales cannot show 0: zeros (and values below the smallest positive one
-  shown) are drawn at a floor one decade below the smallest positive value.
+- Log scales cannot show 0: reference magnitudes of 0 are drawn a decade below
+  the smallest positive one. Errors are clipped at a fixed floor (`error_floor`,
+  1e-7 by default: FP32 rounding, nothing to see below it), so exact zeros and
+  denormal-sized errors do not stretch the axis down to 1e-40; the plot says how
+  many nodes are drawn at the floor and how many of them are exactly 0.
+- Magnitudes above `EXTREME_MAGNITUDE` (1e10: a mask constant such as -3.4e38 or
+  -1e38, far beyond any activation FP16 could hold anyway) would squeeze every
+  real magnitude into the bottom of the top panel: they are drawn as a separate
+  marker on a line at the top of the panel, labelled with their count.
+- The worst few nodes (`WORST_NAMED`, by finite error, the first failure aside)
+  are numbered at their points and named in a list beside the panel, with their
+  error; names are cut in the middle and kept unique (short_names.py). The first
+  failure keeps its own arrow and label.
 - Rows come from a `Localization` (`plot_rows_from_localization`): a node with
   several float outputs becomes one row with its largest magnitude and error.
 """
@@ -35,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.validate.localize import Localization
+from trtpipe.validate.short_names import unique_short_names
 
 FIGURE_SIZE = (13.0, 6.5)  # inches
 DPI = 100
@@ -43,6 +55,10 @@ _LOW = ("fp16", "bf16")
 # Fixed margins (legends sit in the right one): tight_layout would cost a second full draw.
 _MARGINS = {"left": 0.065, "right": 0.78, "top": 0.93, "bottom": 0.08, "hspace": 0.08}
 _LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": "small", "borderaxespad": 0.0}
+ERROR_FLOOR = 1e-7
+EXTREME_MAGNITUDE = 1e10
+WORST_NAMED = 3
+_NAME_WIDTH = 30  # characters of a node name in the list beside the error panel
 
 
 def plot_rows_from_localization(
@@ -77,21 +93,32 @@ def plot_rows_from_localization(
     return rows
 
 
-def write_accuracy_plot(
-    path: Path,
+def write_accuracy_plot(path: Path, rows: list[dict], **options) -> Path:
+    """Write the two-panel PNG of the module docstring to `path`; returns `path`.
+
+    `options` are those of `accuracy_figure`.
+    """
+    path = Path(path)
+    figure = accuracy_figure(rows, **options)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 3})
+    return path
+
+
+def accuracy_figure(
     rows: list[dict],
     *,
     fp16_max: float = 65504.0,
     title: str,
     error_threshold: float | None = None,
     error_label: str = "relative error  max|cand - ref| / max|ref|",
-) -> Path:
-    """Write the two-panel PNG of the module docstring to `path`; returns `path`."""
+    error_floor: float = ERROR_FLOOR,
+):
+    """The matplotlib `Figure` of the module docstring (Agg canvas; axes: top, bottom)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullLocator
 
-    path = Path(path)
     x = np.arange(len(rows))
     magnitude = np.array([row["ref_max_abs"] for row in rows], dtype=np.float64)
     error = np.array([row["error"] for row in rows], dtype=np.float64)
@@ -107,20 +134,11 @@ def write_accuracy_plot(
     FigureCanvasAgg(figure)
     top, bottom = figure.subplots(2, 1, sharex=True, gridspec_kw=_MARGINS)
     figure.suptitle(title)
-
     size = 14.0 if len(rows) <= 300 else 6.0
-    shown_magnitude = _floored(magnitude)
-    top.plot(x, shown_magnitude, color="0.8", linewidth=0.8, zorder=1)
-    for mask, colour, label in groups:
-        if mask.any():
-            top.scatter(x[mask], shown_magnitude[mask], s=size, color=colour, label=label, zorder=2)
-    top.axhline(fp16_max, color=FAILED_COLOUR, linestyle="--", linewidth=1.0, label=f"FP16 max {fp16_max:g}")
-    top.set_yscale("log")
-    top.set_ylabel("reference max |x|")
-    top.legend(**_LEGEND)
+    _draw_magnitudes(top, x, magnitude, groups, size, fp16_max)
 
     finite = np.isfinite(error)
-    shown_error = _floored(np.where(finite, error, np.nan))
+    shown_error = np.where(finite, np.maximum(error, error_floor), np.nan)
     ceiling = np.nanmax(np.append(shown_error, error_threshold or np.nan))
     infinite_at = (ceiling if np.isfinite(ceiling) else 1.0) * 30.0
     shown_error[~finite] = infinite_at
@@ -137,11 +155,19 @@ def write_accuracy_plot(
         bottom.axhline(infinite_at, color=FAILED_COLOUR, linestyle=":", linewidth=0.8)
         bottom.annotate("inf/NaN", xy=(0.0, infinite_at), xycoords=("axes fraction", "data"), xytext=(4, 3),
                         textcoords="offset points", va="bottom", color=FAILED_COLOUR, fontsize="small")
+    at_floor = finite & (error <= error_floor)
+    if at_floor.any():
+        zeros = int((finite & (error == 0)).sum())
+        bottom.axhline(error_floor, color="0.6", linestyle=":", linewidth=0.8)
+        bottom.annotate(f"{int(at_floor.sum())} node(s) with error <= {error_floor:g} drawn here "
+                        f"({zeros} exactly 0)", xy=(0.0, error_floor), xycoords=("axes fraction", "data"),
+                        xytext=(4, 3), textcoords="offset points", va="bottom", color="0.4", fontsize="small")
     if error_threshold is not None:
         bottom.axhline(error_threshold, color="0.4", linestyle="--", linewidth=1.0,
                        label=f"threshold {error_threshold:g}")
     bottom.set_yscale("log")
-    bottom.set_ylim(top=infinite_at * 4.0)
+    lowest = np.nanmin(np.append(shown_error[finite], [error_threshold or np.nan, infinite_at]))
+    bottom.set_ylim(lowest / 3.0, infinite_at * 4.0)  # never below the floor: no axis down to 1e-40
     bottom.set_ylabel(error_label)
     bottom.set_xlabel("node (topological order)")
     bottom.legend(**_LEGEND)
@@ -162,13 +188,61 @@ def write_accuracy_plot(
             arrowprops={"arrowstyle": "->", "color": FAILED_COLOUR},
             bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": FAILED_COLOUR, "alpha": 0.85},
         )
+    _name_worst(figure, bottom, rows, error, shown_error, error_floor, first)
     for axis in (top, bottom):
         axis.yaxis.set_minor_locator(NullLocator())  # log axes' minor ticks: hundreds of artists, no information
     if len(rows):
         bottom.set_xlim(-0.5, len(rows) - 0.5)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 3})
-    return path
+    return figure
+
+
+def _draw_magnitudes(top, x, magnitude, groups, size, fp16_max) -> None:
+    """The top panel; magnitudes above EXTREME_MAGNITUDE on their own marker line at the top."""
+    extreme = np.isfinite(magnitude) & (magnitude > EXTREME_MAGNITUDE) | np.isinf(magnitude)
+    shown = _floored(np.where(extreme, np.nan, magnitude))
+    highest = np.nanmax(np.append(shown, fp16_max))
+    extreme_at = highest * 30.0
+    shown[extreme] = extreme_at
+    top.plot(x, np.where(extreme, np.nan, shown), color="0.8", linewidth=0.8, zorder=1)
+    for mask, colour, label in groups:
+        mask = mask & ~extreme
+        if mask.any():
+            top.scatter(x[mask], shown[mask], s=size, color=colour, label=label, zorder=2)
+    if extreme.any():
+        top.scatter(x[extreme], shown[extreme], s=40, marker="^", color="0.3", zorder=3,
+                    label=f"max |x| > {EXTREME_MAGNITUDE:g}")
+        top.axhline(extreme_at, color="0.3", linestyle=":", linewidth=0.8)
+        top.annotate(f"{int(extreme.sum())} node(s) with max |x| > {EXTREME_MAGNITUDE:g} (a mask constant?; "
+                     f"largest {np.nanmax(magnitude[extreme]):.3g}) drawn here",
+                     xy=(0.0, extreme_at), xycoords=("axes fraction", "data"), xytext=(4, -3),
+                     textcoords="offset points", va="top", color="0.3", fontsize="small")
+    top.axhline(fp16_max, color=FAILED_COLOUR, linestyle="--", linewidth=1.0, label=f"FP16 max {fp16_max:g}")
+    top.set_yscale("log")
+    top.set_ylim(top=extreme_at * 4.0)
+    top.set_ylabel("reference max |x|")
+    top.legend(**_LEGEND)
+
+
+def worst_nodes(rows: list[dict], error: np.ndarray, error_floor: float, skip: int | None) -> list[int]:
+    """Indices of the WORST_NAMED largest finite errors above the floor (not `skip`), worst first."""
+    order = sorted((i for i in range(len(rows)) if np.isfinite(error[i]) and error[i] > error_floor and i != skip),
+                   key=lambda i: (-error[i], i))
+    return order[:WORST_NAMED]
+
+
+def _name_worst(figure, bottom, rows, error, shown_error, error_floor, first) -> None:
+    """Number the worst nodes at their points and list them beside the error panel."""
+    worst = worst_nodes(rows, error, error_floor, first)
+    if not worst:
+        return
+    names = unique_short_names((rows[i]["node"] for i in worst), _NAME_WIDTH)
+    lines = ["largest errors:"]
+    for rank, index in enumerate(worst, start=1):
+        bottom.annotate(str(rank), xy=(index, shown_error[index]), xytext=(3, 3), textcoords="offset points",
+                        fontsize="small", fontweight="bold")
+        lines += [f"{rank} {names[rows[index]['node']]}", f"  {rows[index]['op_type']}, error {error[index]:.3g}"]
+    figure.text(_MARGINS["right"] + 0.01, _MARGINS["bottom"], "\n".join(lines), fontsize="small",
+                va="bottom", ha="left", family="monospace")
 
 
 def _floored(values: np.ndarray) -> np.ndarray:

@@ -1,10 +1,18 @@
 """The console view of `validation.json`: one row per candidate output, then the
 localisation: the first node with non-finite values and the first node above the
-error threshold, each when there is one."""
+error threshold, each when there is one.
+
+Decision: a failed validation is told once. The table (stdout) has the numbers, the
+failing bound per output and the localisation; the stage's failure line (stderr,
+`failure_message`) is a one-line summary naming the failing candidates, their
+failing outputs and the culprit nodes, without repeating the numbers, so that
+`--quiet` and scripts reading stderr still learn what failed and where.
+"""
 
 from __future__ import annotations
 
 from trtpipe.validate.localize import LARGEST_VALUE
+from trtpipe.validate.short_names import unique_short_names
 
 # (metric, heading, width, format). Decision: abs_p99 stays in validation.json only (it has
 # the output's units, like max_abs, and says less); psnr is shown only when an output has one.
@@ -20,19 +28,22 @@ COLUMNS = (
 )
 # Shown only when some output has one (psnr: an image output; ref_nf: a non-finite reference).
 OPTIONAL = ("psnr", "ref_nonfinite")
+OUTPUT_WIDTH = 28
 
 
 def report_table(report: dict) -> str:
     outputs = [metrics for c in report["candidates"] for metrics in c["outputs"].values() if metrics]
     columns = [c for c in COLUMNS if c[0] not in OPTIONAL or any(m.get(c[0]) for m in outputs)]
-    lines = [f"    {'candidate':10} {'output':28} " + " ".join(f"{h:>{w}}" for _, h, w, _ in columns) + "  verdict"]
+    shown = unique_short_names((o for c in report["candidates"] for o in c["outputs"]), OUTPUT_WIDTH)
+    lines = [f"    {'candidate':10} {'output':{OUTPUT_WIDTH}} "
+             + " ".join(f"{h:>{w}}" for _, h, w, _ in columns) + "  verdict"]
     for candidate in report["candidates"]:
         reasons = candidate.get("reasons", [])
         for output, metrics in candidate["outputs"].items():
             failed = [r for r in reasons if r.startswith(f"{output}:")]
             verdict = "ok" if not failed else "FAIL: " + failed[0].split(": ", 1)[1]
             cells = [_fmt((metrics or {}).get(key), spec) for key, _, _, spec in columns]
-            lines.append(f"    {candidate['name']:10} {_tail(output):28} "
+            lines.append(f"    {candidate['name']:10} {shown[output]:{OUTPUT_WIDTH}} "
                          + " ".join(f"{cell:>{w}}" for cell, (_, _, w, _) in zip(cells, columns)) + f"  {verdict}")
     for note in report.get("notes", []):
         lines.append(f"    note: {note}")
@@ -42,11 +53,22 @@ def report_table(report: dict) -> str:
 
 
 def failure_message(report: dict) -> str:
-    failed = [c for c in report["candidates"] if not c["passed"]]
-    parts = [f"{c['name']}: {c['reasons'][0]}" for c in failed if c.get("reasons")]
+    """One line: which candidates failed on which outputs, and the culprit nodes (no numbers:
+    those are in the table)."""
+    parts = []
+    for candidate in (c for c in report["candidates"] if not c["passed"]):
+        outputs = list(dict.fromkeys(r.split(": ", 1)[0] for r in candidate.get("reasons", [])))
+        parts.append(f"{candidate['name']} out of tolerance on {', '.join(outputs)}" if outputs
+                     else f"{candidate['name']} failed")
     message = "validation failed: " + "; ".join(parts or ["a candidate failed"])
-    for line in localization_lines(report.get("localization")):
-        message += f"; {line}"
+    localization = report.get("localization") or {}
+    culprits = [(title, localization.get(key)) for title, key in
+                (("first non-finite node", "first_nonfinite"), ("first node above the threshold", "first_above_threshold"))]
+    if not any(found for _, found in culprits) and localization.get("first"):
+        culprits = [("first bad node", localization["first"])]
+    for title, found in culprits:
+        if found:
+            message += f"; {title}: {found['node']} ({found['op_type']}, {found.get('precision', '?')})"
     return message
 
 
@@ -77,11 +99,6 @@ def _describe(first: dict) -> str:
         if largest is not None and isinstance(first["ref_max_abs"], float) and first["ref_max_abs"] > largest:
             text += f" (overflow: above the {first['precision']} maximum {largest:g})"
     return text
-
-
-def _tail(name: str, width: int = 28) -> str:
-    # The end of an exporter name says most (".../attention/self/Softmax_output_0").
-    return name if len(name) <= width else "…" + name[-(width - 1):]
 
 
 def _fmt(value, spec: str = ".3g") -> str:
