@@ -179,3 +179,38 @@ def test_the_stage_reports_both_kinds_on_the_console_and_in_validation_json(tmp_
     # The failure line names the culprits without repeating the table's numbers (issue 14, item 9).
     assert "first non-finite node: square (Mul, fp16)" in stage.reason + str(stage.error)
     assert "first node above the threshold: unshift (Sub, fp16)" in stage.reason + str(stage.error)
+
+
+def masked_softmax_model():
+    """An exporter's additive attention mask: (1 - mask) * float32.min, added to the scores, Softmax."""
+    nodes = [
+        helper.make_node("Sub", ["one", "mask"], ["inverted"], name="invert"),
+        helper.make_node("Mul", ["inverted", "lowest"], ["additive"], name="mask_scale"),
+        helper.make_node("Add", ["scores", "additive"], ["masked"], name="apply_mask"),
+        helper.make_node("Softmax", ["masked"], ["y"], name="softmax", axis=-1),
+    ]
+    constants = [numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+                 numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "lowest")]
+    inputs = [helper.make_tensor_value_info("scores", FP32, [4, 16]),
+              helper.make_tensor_value_info("mask", FP32, [4, 16])]
+    return make_model(nodes, inputs, [helper.make_tensor_value_info("y", FP32, [4, 16])], constants)
+
+
+def test_a_mask_saturating_with_the_reference_is_not_blamed_as_error():
+    model = masked_softmax_model()
+    rng = np.random.RandomState(0)
+    mask = (rng.uniform(size=(4, 16)) > 0.3).astype(np.float32)
+    mask[:, 0] = 1.0  # every row keeps at least one position
+    feeds = {"scores": rng.normal(size=(4, 16)).astype(np.float32), "mask": mask}
+    candidate = naive_fp16(model)  # its constant as trtpipe's conversion writes it: clipped to -65504
+    lowest = next(init for init in candidate.graph.initializer if init.name == "lowest")
+    lowest.CopyFrom(numpy_helper.from_array(np.array(-65504.0, np.float16), "lowest"))
+    found = localize(model, candidate, feeds)
+    errors = {t.node: t for t in found.tensors}
+    scaled = errors["mask_scale"]
+    assert scaled.ref_max_abs > 1e38 and scaled.cand_saturated == int((mask == 0).sum())
+    assert not scaled.failed and scaled.cand_max_abs_error == 0.0
+    assert found.first is None and found.origins == []  # the softmax after it gives the same result
+    # The same tensor with a real error where the reference is in range is still blamed.
+    real = localize(model, naive_fp16(model), feeds)  # the constant as -inf: 0 * -inf = NaN
+    assert real.first["node"] == "mask_scale" and real.first["kind"] == "nonfinite"

@@ -23,7 +23,7 @@ class ValidateAccuracy(Stage):
     # 2: accuracy.png; 3: max_rel floor 1e-2 of the output's scale; 4: abs_p99, rel_p99, rel_l2
     # metrics and bounds, localization.first_nonfinite / first_above_threshold / kind
     # 5: positions where the reference is inf/NaN counted (ref_nonfinite) and noted; a mismatch there fails
-    version = "6"  # 6: failure line a summary (not the table again); names cut in the middle, unique; plot marks
+    version = "7"  # 7: localisation counts values saturated with the reference (a mask) as no error; 6: failure line a summary (not the table again); names cut in the middle, unique; plot marks
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.

@@ -80,6 +80,9 @@ class TensorError:
     cand_nonfinite: int
     relative_error: float
     failed: bool
+    # Positions where the reference lies beyond the precision's largest value and the candidate
+    # saturated with it (same sign, at or beyond that value): not counted as error.
+    cand_saturated: int = 0
 
     def to_json(self) -> dict:
         fields = asdict(self)
@@ -203,8 +206,9 @@ def _tensor_error(node, index, name, reference, candidate, precisions, threshold
     broken = target & ~np.isfinite(cand)
     nonfinite = int(broken.sum())
     scale = float(np.abs(ref[target]).max()) if target.any() else 0.0
+    saturated = _saturated_with_reference(ref, cand, precisions.get(name)) & target & ~broken
     with np.errstate(invalid="ignore", over="ignore"):
-        error = np.abs(cand[target] - ref[target])
+        error = np.abs(cand[target & ~saturated] - ref[target & ~saturated])
     max_error = float("inf") if nonfinite else (float(error.max()) if error.size else 0.0)
     relative = max_error / max(scale, SCALE_FLOOR)
     return TensorError(
@@ -217,7 +221,21 @@ def _tensor_error(node, index, name, reference, candidate, precisions, threshold
         cand_nonfinite=nonfinite,
         relative_error=relative,
         failed=nonfinite > 0 or (relative > threshold and len(node.input) > 0),
+        cand_saturated=int(saturated.sum()),
     )
+
+
+def _saturated_with_reference(ref: np.ndarray, cand: np.ndarray, precision: str | None) -> np.ndarray:
+    """Decision: a value the reference holds beyond the precision's range (an attention mask's
+    float32 minimum) that the candidate holds at that range's end, with the same sign, is the
+    saturation the precision implies, not an error that grew here: counting it made a mask
+    `Mul` the "first node above the threshold" with error 3.4e38 while the softmax after it
+    gives the same result. Its non-finite form (-inf) is still reported as non-finite."""
+    largest = LARGEST_VALUE.get(precision or "")
+    if largest is None:
+        return np.zeros(ref.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return (np.abs(ref) > largest) & (np.abs(cand) >= largest) & (np.sign(ref) == np.sign(cand))
 
 
 def _finding(entry: TensorError, threshold: float) -> dict:
@@ -236,6 +254,9 @@ def _reason(entry: TensorError, threshold: float) -> str:
             text += (f"; the reference reaches {entry.ref_max_abs:.4g}, above the largest "
                      f"{entry.precision} value {largest:.6g} (overflow)")
         return text
-    return (f"max error {entry.cand_max_abs_error:.4g} is {entry.relative_error:.2%} of the reference's "
+    text = (f"max error {entry.cand_max_abs_error:.4g} is {entry.relative_error:.2%} of the reference's "
             f"max |x| {entry.ref_max_abs:.4g} in {entry.precision} tensor {entry.tensor} "
             f"(threshold {threshold:.2%})")
+    if entry.cand_saturated:
+        text += f"; {entry.cand_saturated} values saturated with the reference beyond the {entry.precision} range not counted"
+    return text
