@@ -8,14 +8,14 @@ Cast splits its statistics. Whether one must is measured, not assumed:
   ((x - E[x])² of LayerNormalization, x² of RMSNormalization: auto_range.py),
   exceeds `precision.auto.max_abs` in the FP32 reference run (the x² of a T5
   RMSNorm, the variance of NAFNet's LayerNorm2d);
-- statistics: a variance written as E[x²] - E[x]² (layernorm_groups.py, the
-  "moment difference") loses in FP16 what the output needs when the mean is
-  large against the spread. Each FP16 moment carries a rounding error of up to
-  2^-11 of E[x²], so the variance's relative error is up to
-  2 * 2^-11 * E[x²] / Var; the group stays FP32 when that exceeds
-  `STATISTICS_LIMIT` = 2^-8 (the normalised output then moves by more than
-  0.2%, four times FP16's own rounding), measured on every row of the
-  reference run.
+- statistics: FP16 loses what the normalised output needs when the mean is
+  large against the spread, r = E[x²] / Var = 1 + E[x]² / Var per row. A
+  variance written as E[x²] - E[x]² (layernorm_groups.py, "moment difference")
+  rounds both moments by up to 2^-11 of E[x²]: the output's relative error is
+  up to 2 * 2^-11 * r. x - E[x] (the centred forms, a fused LayerNormalization)
+  rounds x by 2^-11 of |x|: up to 2^-11 * sqrt(r). The group stays FP32 when
+  that exceeds `STATISTICS_LIMIT` = 2^-8 (four times FP16's own rounding of
+  the output), over every row of the reference run.
 
 Decisions:
 - A fused `LayerNormalization` whose input fits needs no FP32 I/O. What
@@ -41,11 +41,13 @@ Decisions:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from trtpipe.errors import UserError
 from trtpipe.precision.auto_range import Observed
-from trtpipe.precision.layernorm_groups import moment_difference
+from trtpipe.precision.layernorm_groups import PASSTHROUGH, VARIANCE_FORMS
 from trtpipe.precision.network import Network
 
 PROTECT_MODES = ("evidence", "always")
@@ -53,13 +55,30 @@ ROUNDING = 2.0**-11  # FP16's relative rounding error (half an ulp)
 STATISTICS_LIMIT = 2.0**-8
 
 
-def moment_tensors(net: Network) -> dict[str, tuple[str, str]]:
-    """Variance node of each E[x²] - E[x]² -> (the E[x²] tensor, the variance tensor): kept by the reference run."""
+@dataclass(frozen=True)
+class Moments:
+    """Where a LayerNorm's E[x] and variance can be read (or its input x, for a fused node)."""
+
+    form: str  # a layernorm_groups.VARIANCE_FORMS name, or "fused"
+    tensors: tuple[str, ...]  # (E[x], variance), or (x,) for a fused LayerNormalization
+    axis: int = -1
+
+
+def moment_tensors(net: Network) -> dict[str, Moments]:
+    """Node computing a LayerNorm's statistics -> the tensors its evidence reads (kept by the reference run)."""
     found = {}
     for name in net.names:
         node = net.nodes[name]
-        if node.op_type == "Sub" and len(node.input) == 2 and moment_difference(net, name) is not None:
-            found[name] = (node.input[0], node.output[0])
+        if node.op_type == "LayerNormalization" and node.input:
+            axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+            found[name] = Moments("fused", (node.input[0],), axis)
+            continue
+        for form, statistics in VARIANCE_FORMS.items():
+            stats = statistics(net, name) if node.op_type in ("Sub", "ReduceMean", "Mul", "Div") else None
+            mean = stats and next((n for n in stats.mean_nodes if net.op_type(n) not in PASSTHROUGH), None)
+            if mean:
+                found[name] = Moments(form, (net.nodes[mean].output[0], node.output[0]))
+                break
     return found
 
 
@@ -94,23 +113,41 @@ def _evidence(names: list[str], range_found: dict, moments: dict, observed: Obse
             return f"member {name}: {range_found[name][0]}"
     for name in names:
         if name in moments:
-            error = statistics_error(observed, *moments[name])
+            error = statistics_error(observed, moments[name])
             if error > STATISTICS_LIMIT:
-                return (f"E[x^2] - E[x]^2 at {name}: FP16 moments give the variance a relative error up to "
-                        f"{error:.3g} > {STATISTICS_LIMIT:g} (large mean against the spread)")
+                what = "E[x^2] - E[x]^2" if moments[name].form == "moment difference" else "x - E[x]"
+                return (f"{what} at {name}: FP16 statistics give the normalised output a relative error up to "
+                        f"{error:.3g} > {STATISTICS_LIMIT:g} (mean large against the spread)")
     return None
 
 
-def statistics_error(observed: Observed, second_moment: str, variance: str) -> float:
-    """Worst relative error of an FP16 E[x²] - E[x]² over the reference rows: 2 * 2^-11 * E[x²] / Var."""
+def statistics_error(observed: Observed, moments: Moments) -> float:
+    """Worst relative error FP16 gives the normalised output over the reference rows, from r = E[x²] / Var:
+    2 * 2^-11 * r for E[x²] - E[x]² (both moments rounded), 2^-11 * sqrt(r) for x - E[x] (x rounded)."""
     worst = 0.0
-    for moment, var in zip(observed.kept.get(second_moment, []), observed.kept.get(variance, [])):
-        moment = np.abs(np.asarray(moment, dtype=np.float64))
-        var = np.asarray(var, dtype=np.float64)
-        if moment.shape != var.shape:
-            moment = np.broadcast_to(moment.max(), var.shape)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(var > 0, moment / np.where(var > 0, var, 1.0), np.where(moment > 0, np.inf, 0.0))
-        if ratio.size:
-            worst = max(worst, float(np.max(ratio)))
-    return 2.0 * ROUNDING * worst
+    for arrays in zip(*(observed.kept.get(t, []) for t in moments.tensors)):
+        worst = max(worst, _worst_ratio(moments, [np.asarray(a, dtype=np.float64) for a in arrays]))
+    if moments.form == "moment difference":
+        return 2.0 * ROUNDING * worst
+    return ROUNDING * float(np.sqrt(worst))
+
+
+def _worst_ratio(moments: Moments, arrays: list[np.ndarray]) -> float:
+    """max over rows of E[x²] / Var = 1 + E[x]² / Var."""
+    if moments.form == "fused":
+        x = arrays[0]
+        if x.ndim == 0:
+            return 1.0
+        axes = tuple(range(moments.axis % x.ndim, x.ndim))
+        mean, var = x.mean(axis=axes), x.var(axis=axes)
+    else:
+        mean, var = arrays
+        if mean.shape != var.shape:
+            try:
+                mean, var = np.broadcast_arrays(mean, var)
+            except ValueError:
+                mean, var = np.full(var.shape, np.abs(mean).max() if mean.size else 0.0), var
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(var > 0, 1.0 + mean**2 / np.where(var > 0, var, 1.0), np.where(mean != 0, np.inf, 1.0))
+    ratio = ratio[np.isfinite(ratio) | np.isinf(ratio)]
+    return float(ratio.max()) if ratio.size else 1.0

@@ -94,7 +94,7 @@ def _moment_inputs(net: Network, auto: Mapping) -> set[str]:
     """The tensors whose values the E[x^2] - E[x]^2 evidence reads (evidence_groups.py)."""
     if not auto["normalization"] or auto.get("protect", "evidence") != "evidence":
         return set()
-    return {tensor for pair in moment_tensors(net).values() for tensor in pair}
+    return {tensor for moments in moment_tensors(net).values() for tensor in moments.tensors}
 
 
 def _check_effective(matches: list[RuleMatch], decisions: dict[str, Decision], on_unmatched: str) -> None:
