@@ -18,7 +18,7 @@ from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
 DEFAULT_PRECISION = {
     "default": "fp16", "rules": {}, "keep_io_types": True, "on_unmatched": "error", "respect_authored": True,
     "auto": {"max_abs": 4096.0, "constants": "keep_fp32", "normalization": True, "softmax": False,
-             "island_size": 0},
+             "island_size": 0, "protect": "evidence", "fewest_casts": False},
     "search": {"enabled": False, "max_trials": 30, "tolerance": {}, "outputs": {}},
     "list_only": False,
 }

@@ -94,13 +94,16 @@ def test_search_passes_with_no_more_fp32_than_the_automatic_plan(name, fuse):
 def test_search_keeps_far_fewer_nodes_fp32_on_decomposed_norms():
     # Decomposed norms: the automatic plan keeps whole groups, the search only what overflows or drifts.
     transformer, nafnet = searched("transformer", False), searched("nafnet", False)
-    # Measured: transformer 48 -> 17 (16 with one more Cast), nafnet 36 -> 10.
-    assert 2 * transformer.fp32_count < len(fp32_of(automatic_plan("transformer", False))) == 48
+    # Measured: transformer 46 -> 17 (16 with one more Cast), nafnet 36 -> 10. (46: the attention
+    # mask Adds, read only by Softmax, overflow only to -inf and stay FP16: masked_additions.py.)
+    assert 2 * transformer.fp32_count < len(fp32_of(automatic_plan("transformer", False))) == 46
     assert 3 * nafnet.fp32_count < len(fp32_of(automatic_plan("nafnet", False))) == 36
     assert all(name.endswith(("/Pow", "/ReduceMean_1", "/Add", "/Sqrt")) for name in nafnet.fp32_nodes)
-    # Fused LayerNormalization computes its variance in FP32 inside the op: nothing but the guard is needed.
+    # A fused LayerNormalization computes in its input's type under strong typing (numerics/
+    # low_precision_norm.py): only the norms whose (x - E[x])^2 overflows FP16 stay, and the guard.
     fused = searched("transformer", True)
-    assert fused.fp32_nodes == [] and fused.fixed_fp32_nodes == ["/Mul"]
+    assert fused.fp32_nodes and all(n.endswith("LayerNormalization") for n in fused.fp32_nodes)
+    assert fused.fixed_fp32_nodes == ["/Mul"]
 
 
 @pytest.mark.parametrize("name, fuse", [("transformer", False), ("nafnet", True)])

@@ -78,9 +78,15 @@ class AutoPrecisionConfig:
     max_abs: Optional[float] = 4096.0
     # Constants beyond FP16's range or flushing to zero: keep_fp32 | saturate | off.
     constants: str = "keep_fp32"
-    # Keep whole LayerNorm/RMSNorm groups (decomposed or fused) FP32.
+    # LayerNorm/RMSNorm groups (decomposed or fused) and Softmax are each one unit: FP32 as a
+    # whole when `protect` says so. evidence: only when a member is out of range or its FP16
+    # statistics lose what the output needs (precision/evidence_groups.py); always: whatever
+    # their ranges (the behaviour before 2026-11).
     normalization: bool = True
     softmax: bool = False
+    protect: str = "evidence"
+    # Cheap default nodes join the FP32 islands where that removes Casts (fewest_casts.py).
+    fewest_casts: bool = True
     # Absorb isolated low-precision islands of at most this many cheap nodes (0: off).
     # 2 by default: an island that small between FP32 nodes costs two Casts and saves
     # nothing (e.g. the `1 - mask` Sub between an int->float Cast and the FP32 mask Mul).

@@ -10,7 +10,10 @@ emulation makes the rounding explicit instead:
 - every tensor that is FP16 (BF16) in the original is produced in FP32 by its
   op and immediately rounded through `Cast(to=FLOAT16) -> Cast(to=FLOAT)`, so
   values above 65504 become +-inf exactly as FP16 storage makes them, while
-  the op itself computes in FP32 the way GPU kernels accumulate;
+  the op itself computes in FP32 the way GPU kernels accumulate; except an
+  FP16/BF16 `LayerNormalization`, computed op by op with every intermediate
+  rounded, since TensorRT's strongly typed normalization computes in its input's
+  type (`low_precision_norm.py` cites the documentation);
 - FP16/BF16 initializers and `Constant`/`ConstantOfShape` values become FP32
   tensors holding the identical (already rounded) values, so they need no
   rounding pair (weights on disk are widened by a Cast instead, see
@@ -56,6 +59,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
+from trtpipe.numerics.low_precision_norm import layernorm_in_low_precision
 from trtpipe.numerics.refusals import (
     refuse_bf16_before_opset_13,
     refuse_custom_low_precision,
@@ -235,6 +239,15 @@ class _Rewriter:
                 if attribute.name == "dtype" and attribute.i in LOW_PRECISION_TYPES:
                     attribute.i = TensorProto.FLOAT
         refuse_low_precision_tensor_attributes(node)
+        if node.op_type == "LayerNormalization" and self.types.get(node.output[0]) in LOW_PRECISION_TYPES:
+            # TensorRT's strongly typed normalization computes in its input's type (X and Y share
+            # the type T; X may be renamed at entry already): low_precision_norm.py.
+            replaced = layernorm_in_low_precision(node, self.types.get(node.output[0]), self.opset, None,
+                                                  UNROUNDED_SUFFIX)
+            if replaced is not None:
+                return replaced
+            self.notes.append(f"LayerNormalization {node.name!r}: statistics computed in FP32 (axis >= 0 of "
+                              "unknown rank, or Mean/InvStdDev outputs): the emulation may be optimistic")
         return [node, *self._round_outputs(node)]
 
     def _rewrite_cast(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:

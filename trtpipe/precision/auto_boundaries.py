@@ -56,6 +56,7 @@ from onnx import TensorProto
 from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.precision.auto_range import Observed
 from trtpipe.precision.decisions import FP16_MAX, MATERIALIZE_AS, Decision
+from trtpipe.precision.masked_additions import is_masked_addition
 from trtpipe.precision.network import Network
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,10 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
 
 
 def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
+    if net.op_type(node) == "Add":
+        return _entry(node, found, why=f"only values below -{FP16_MAX:g} overflow (to -inf); the Add keeps -inf and "
+                                       "only Softmax reads it, which maps -inf to 0 as the reference's huge "
+                                       "negative value gives (masked_additions.py)")
     if net.op_type(node) in _SATURATING:
         return _entry(node, found, why=f"{net.op_type(node)} saturates: +-inf gives what the reference's "
                                        f"values beyond {FP16_MAX:g} give")
@@ -154,6 +159,8 @@ def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
 
 
 def _tolerated(net: Network, node: str, found: StoredTensor, observed: Observed) -> bool:
+    if is_masked_addition(net, node, observed.highest, FP16_MAX):
+        return True  # an additive attention mask: -inf in, -inf out, 0 after Softmax (masked_additions.py)
     if found.kind == "output" or net.nodes[node].input[0] != found.tensor:
         return False
     if net.op_type(node) in _SATURATING:

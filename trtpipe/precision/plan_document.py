@@ -11,6 +11,7 @@ from collections import Counter
 
 import onnx
 
+from trtpipe.precision.cast_reasons import casts_by_reason
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.flops import has_unknown_dims, node_flops
 from trtpipe.precision.network import Network
@@ -53,6 +54,8 @@ def totals(net: Network, decisions: dict[str, Decision], materialized: dict) -> 
     return {
         "nodes": dict(sorted(per_precision.items())),
         "casts_added": int(materialized["casts_added"]["count"]),
+        # Which protective reason each added Cast serves (cast_reasons.py).
+        "casts_by_reason": casts_by_reason(net, decisions, materialized["casts_added"].get("casts", [])),
         # Shapes: as the sample data gives them (flop_shapes.py); `nodes_with_unknown_dims` counted
         # a dimension nothing could resolve as 1.
         "flops": {"total": flops_total, "low_precision": flops_low, "nodes_with_unknown_dims": unknown},

@@ -6,11 +6,14 @@ Order (later steps override earlier ones, so the most explicit intent wins):
 2. authored: nodes whose precision the model's author chose (mixed-precision models);
 3. default: `precision.default` for everything else;
 4. automatic rules (only over default nodes, only when the default is low precision):
-   constants that do not fit, activation range, normalization groups;
+   constants that do not fit, activation range, normalization groups where a member has
+   evidence (evidence_groups.py);
 5. user rules, in the order given (later rules override earlier ones);
 6. smoothing of isolated low-precision islands (default nodes only);
 7. stored tensors: every tensor the materialised plan stores in FP16 fits FP16
-   (boundary Casts, graph inputs), checked after smoothing, which makes boundaries too.
+   (boundary Casts, graph inputs), checked after smoothing, which makes boundaries too;
+8. fewest Casts: cheap default nodes join the FP32 islands where that removes Casts
+   (fewest_casts.py; only FP16 -> FP32, so every stored tensor checked in 7 still fits).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from trtpipe.precision.auto_boundaries import protect_stored_tensors
 from trtpipe.precision.auto_range import node_max_abs, observe_reference, range_decisions
 from trtpipe.precision.control_flow import control_flow_initial, derive_control_flow
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
+from trtpipe.precision.evidence_groups import group_decisions, moment_tensors
+from trtpipe.precision.fewest_casts import fewest_casts
+from trtpipe.precision.masked_additions import masked_additions
 from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import normalization_groups
 from trtpipe.precision.rules import RuleMatch, compile_rules, resolve_rules
@@ -51,14 +57,21 @@ def plan_precision(
     if default in LOW_PRECISIONS:
         problems = constant_problems(net, default) if auto["constants"] == "keep_fp32" else {}
         if auto["max_abs"] is not None and default == "fp16" and feeds_list:
-            reference = observe_reference(net, feeds_list, keep=flush_inputs(net, problems))
+            keep = flush_inputs(net, problems) | _moment_inputs(net, auto)
+            reference = observe_reference(net, feeds_list, keep=keep)
         if auto["constants"] == "keep_fp32":
             _apply_auto(decisions, constant_decisions(net, default, problems, reference, notes))
+        in_range: dict = {}
         if reference is not None:
             observed = node_max_abs(net, reference)
-            _apply_auto(decisions, range_decisions(observed, float(auto["max_abs"])))
+            in_range = range_decisions(observed, float(auto["max_abs"]))
+            masks = masked_additions(net, reference.highest, float(auto["max_abs"])) & set(in_range)
+            in_range = {n: found for n, found in in_range.items() if n not in masks}
+            if notes is not None:
+                notes["masked_additions"] = sorted(masks)
+            _apply_auto(decisions, in_range)
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
-        _apply_auto(decisions, {n: (f"normalization group: {label}", None) for n, label in groups.items()})
+        _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence")))
     for match in matches:
         _apply_rule(net, decisions, match)
     _check_effective(matches, decisions, config["on_unmatched"])
@@ -67,10 +80,21 @@ def plan_precision(
     boundaries = protect_stored_tensors(net, decisions, reference, default, config["keep_io_types"])
     if notes is not None:
         notes["boundaries"] = boundaries
+    if default in LOW_PRECISIONS and auto.get("fewest_casts", True):
+        placed = fewest_casts(net, decisions, config["keep_io_types"])
+        if notes is not None:
+            notes["fewest_casts"] = placed
     for name, value in observed.items():
         decisions[name].observed_max_abs = value
     derive_control_flow(net, decisions)
     return decisions, matches
+
+
+def _moment_inputs(net: Network, auto: Mapping) -> set[str]:
+    """The tensors whose values the E[x^2] - E[x]^2 evidence reads (evidence_groups.py)."""
+    if not auto["normalization"] or auto.get("protect", "evidence") != "evidence":
+        return set()
+    return {tensor for moments in moment_tensors(net).values() for tensor in moments.tensors}
 
 
 def _check_effective(matches: list[RuleMatch], decisions: dict[str, Decision], on_unmatched: str) -> None:

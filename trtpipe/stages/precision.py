@@ -24,7 +24,10 @@ class PlanPrecision(Stage):
     # 11: the search maximises the FLOP share, search.json format 2 (Pareto front);
     # 12: LayerNorm groups in the forms other exporters write;
     # 13: stored-tensor check inside If/Loop/Scan bodies; saturating readers (Tanh, Sigmoid, Erf) tolerated
-    version = "13"
+    # 14: normalization groups and Softmax FP32 only on evidence (precision.auto.protect), additive masks
+    #     read by Softmax stay FP16, fewest Casts by a minimum cut (precision.auto.fewest_casts),
+    #     `totals.casts_by_reason`, `fewest_casts` and `masked_additions` in the plan
+    version = "14"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
