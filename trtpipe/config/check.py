@@ -95,7 +95,13 @@ def _one_of(key: str, value, allowed: tuple[str, ...]) -> None:
 
 def config_error(error: BaseException) -> UserError:
     """Turn an OmegaConf or Hydra composition error into a one-line UserError."""
+    from trtpipe.config.append_hint import append_hint
+
     omega = _find_omegaconf_error(error)
+    full_key = getattr(omega, "full_key", None) if omega is not None else None
+    hint = append_hint(str(error))  # `key=value` that needs a leading +: the override that works
+    if hint is not None and not (full_key and _valid_keys(full_key.rpartition(".")[0])):
+        return hint  # (a key a schema does not have is a typo: "did you mean" below)
     if omega is not None and getattr(omega, "full_key", None):
         return _key_error(omega)
     # The whole message on one line: Hydra's later lines list the available options.
@@ -119,7 +125,7 @@ def _key_error(error: OmegaConfBaseException) -> UserError:
         if not valid and parent:  # a mapping whose keys are the user's (data.inputs, precision.rules)
             return UserError(
                 f"config key '{full_key}' is a new entry of '{parent}'",
-                f"add new entries with a leading +, e.g. +{full_key}=...",
+                f"add new entries with a leading +, e.g. '+{full_key}=VALUE'",
             )
         close = get_close_matches(leaf, valid, n=3)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
