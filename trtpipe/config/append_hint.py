@@ -22,6 +22,12 @@ from trtpipe.errors import UserError
 _APPEND = re.compile(r"To append to your (config|default list) use (\+(.+))$", re.DOTALL)
 
 
+def typed_override(message: str) -> str | None:
+    """The override as typed (without the +) that Hydra's "To append ..." message quotes, or None."""
+    match = _APPEND.search(message)
+    return match.group(3).strip() if match else None
+
+
 def append_hint(message: str) -> UserError | None:
     """The UserError for Hydra's "To append ... use +KEY=VALUE" message, or None for any other."""
     match = _APPEND.search(message)

@@ -95,7 +95,7 @@ def _one_of(key: str, value, allowed: tuple[str, ...]) -> None:
 
 def config_error(error: BaseException) -> UserError:
     """Turn an OmegaConf or Hydra composition error into a one-line UserError."""
-    from trtpipe.config.append_hint import append_hint
+    from trtpipe.config.append_hint import append_hint, typed_override
 
     omega = _find_omegaconf_error(error)
     full_key = getattr(omega, "full_key", None) if omega is not None else None
@@ -103,7 +103,7 @@ def config_error(error: BaseException) -> UserError:
     if hint is not None and not (full_key and _valid_keys(full_key.rpartition(".")[0])):
         return hint  # (a key a schema does not have is a typo: "did you mean" below)
     if omega is not None and getattr(omega, "full_key", None):
-        return _key_error(omega)
+        return _key_error(omega, typed_override(str(error)))
     # The whole message on one line: Hydra's later lines list the available options.
     first_line = " ".join(str(error).split()) or type(error).__name__
     if "Could not find 'recipe/" in str(error):
@@ -115,7 +115,8 @@ def config_error(error: BaseException) -> UserError:
     return UserError(f"config: {first_line}", "check the override's spelling; `trtpipe --cfg job` prints the config")
 
 
-def _key_error(error: OmegaConfBaseException) -> UserError:
+def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserError:
+    """`typed`: the override as the user typed it, when Hydra's message quotes it."""
     full_key = error.full_key
     # OmegaConf appends "full_key: ... object_type=..." lines; the key is named separately.
     message = " ".join(str(getattr(error, "msg", error)).split("full_key:")[0].split())
@@ -129,6 +130,11 @@ def _key_error(error: OmegaConfBaseException) -> UserError:
             )
         close = get_close_matches(leaf, valid, n=3)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        if close and typed and typed.startswith(full_key + "="):  # the typed override, key corrected
+            from trtpipe.config.override_text import shell_quoted
+
+            corrected = f"{parent + '.' if parent else ''}{close[0]}{typed[len(full_key):]}"
+            hint += f"replace {shell_quoted(typed)} with {shell_quoted(corrected)}; "
         where = f"under '{parent}'" if parent else "at the top level"
         return UserError(
             f"config key '{full_key}' is not a trtpipe setting",
