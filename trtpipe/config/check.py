@@ -134,7 +134,7 @@ def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserE
             from trtpipe.config.override_text import shell_quoted
 
             corrected = f"{parent + '.' if parent else ''}{close[0]}{typed[len(full_key):]}"
-            hint += f"replace {shell_quoted(typed)} with {shell_quoted(corrected)}; "
+            hint = f"replace {shell_quoted(typed)} with {shell_quoted(corrected)} ({hint.strip()}); "
         where = f"under '{parent}'" if parent else "at the top level"
         return UserError(
             f"config key '{full_key}' is not a trtpipe setting",
