@@ -85,6 +85,12 @@ PASTE = {
     "trtpipe/config/ignored_settings.py:ignored_settings_lines: trtpipe: warning: {} set but ignored: stage '{}' "
     "is not in 'stages'. Fix: to run it, add it to 'stages': {}":
         Paste(("stages=[sanitize]", "upgrade_opset.target=18")),
+    "trtpipe/config/check.py:_one_of: config value of '{}' is {}":
+        Paste(("stages=[sanitize]", "precision.default=fp61")),
+    "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
+        Paste((NO_BUILD[:-1] + ",build]", "build.on_missing=eror")),
+    "trtpipe/graph/promote.py:_check_choice: promote_outputs.{} is {}":
+        Paste((NO_BUILD[:-1] + ",promote_outputs]", "promote_outputs.tensors=[nope]", "promote_outputs.match=regx")),
 }
 
 PROSE = {
@@ -92,13 +98,11 @@ PROSE = {
     'trtpipe/config/build_schema.py:_bytes: {} is {}': USER_VALUE,
     'trtpipe/config/build_schema.py:check_optimization_level: build.builder_optimization_level is {}': CHOICE,
     'trtpipe/config/build_schema.py:check_plugins: build.plugins is {}': USER_VALUE,
-    'trtpipe/config/build_schema.py:checked_choice: build.{} is {}': CHOICE,
     'trtpipe/config/build_schema.py:memory_pool_bytes: build.memory_pool_limits names the pool {}': CHOICE,
     'trtpipe/config/check.py:_check_input_specs: {} is not a valid input spec: {}': USER_VALUE,
     'trtpipe/config/check.py:_check_input_specs: {} is {}, not an input spec': USER_VALUE,
     "trtpipe/config/check.py:_key_error: config key '{}' is a new entry of '{}'": GENERIC,
     "trtpipe/config/check.py:_key_error: config value of '{}' is invalid: {}": USER_VALUE,
-    "trtpipe/config/check.py:_one_of: config value of '{}' is {}": CHOICE,
     'trtpipe/config/check.py:config_error: config: {}': GENERIC,
     "trtpipe/config/locate.py:_shipped_dir: trtpipe's '{}' directory was not found next to or inside {}": ENVIRONMENT,
     "trtpipe/config/locate.py:recipe_dirs: {} names '{}', which is not a directory": ENVIRONMENT,
@@ -123,7 +127,6 @@ PROSE = {
     'trtpipe/graph/opset.py:_conversion_error: cannot convert {} from opset {} to {} ({})': MODEL,
     'trtpipe/graph/opset.py:_conversion_error: op {} has no schema in ONNX {} (an experimental or removed op, or a custom op without its own domain), so it cannot be converted from opset {} to {}': MODEL,
     "trtpipe/graph/opset.py:_refuse_changed_interface: converting from opset {} to {} changes graph input/output {} (shape {} -> {}, at {}); the converted model would not accept the original's inputs": MODEL,
-    'trtpipe/graph/promote.py:_check_choice: promote_outputs.{} is {}': CHOICE,
     'trtpipe/graph/promote.py:_compile: promote_outputs: pattern {} is not a valid regular expression ({})': USER_VALUE,
     'trtpipe/graph/promote.py:_expose: promote_outputs: the type of tensor {} (output of {} node {}) is unknown to ONNX shape inference, and a graph output needs one': MODEL,
     'trtpipe/graph/promote.py:_match_tensors: promote_outputs: tensor {} is {}, not computed by the model, so it cannot be promoted': CHOICE,

@@ -90,7 +90,9 @@ def _check_input_specs(cfg: DictConfig) -> None:
 
 def _one_of(key: str, value, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise UserError(f"config value of '{key}' is {value!r}", f"use one of {', '.join(allowed)}")
+        from trtpipe.config.override_text import choice_fix
+
+        raise UserError(f"config value of '{key}' is {value!r}", choice_fix(key, value, allowed))
 
 
 def config_error(error: BaseException) -> UserError:

@@ -75,3 +75,11 @@ def shell_quoted(text: str) -> str:
     if "'" in text and not any(c in text for c in '"$`\\!'):
         return f'"{text}"'
     return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def choice_fix(key: str, value: object, allowed: Sequence[str]) -> str:
+    """"use one of A, B, e.g. 'KEY=closest'": the valid values and the override of the closest one."""
+    from difflib import SequenceMatcher
+
+    closest = max(allowed, key=lambda option: SequenceMatcher(None, str(value), option).ratio())
+    return f"use one of {', '.join(allowed)}, e.g. {shell_quoted(f'{key}={closest}')}"
