@@ -125,11 +125,21 @@ def test_a_new_entry_without_plus_prints_the_exact_override_and_it_works_when_pa
     typed = "data.inputs.input_ids={low:0,high:2,dtype:int64}"
     run = run_trtpipe(workdir, "stages=[sanitize]", typed, cache=workdir / "cache", run_name="new_entry")
     assert run.code == 2
-    assert f"Fix: replace '{typed}' with '+{typed}'" in run.stderr
+    assert f"Fix: replace '{typed}' with '++{typed}'" in run.stderr
     words = fix_words(run.stderr)
-    assert words == [typed, "+" + typed]
+    assert words == [typed, "++" + typed]
     pasted = run_trtpipe(workdir, "stages=[sanitize]", words[1], cache=workdir / "cache", run_name="new_entry_fixed")
     assert pasted.code == 0, pasted.stderr
+
+
+def test_one_search_bound_set_without_plus_gets_a_fix_that_sets_it(workdir):
+    """`precision.search.tolerance.rel_l2=0.5` was silently lost (the key sits under the
+    interpolation ${validate.tolerance}); Hydra's own hint, `+`, fails there: '++' works."""
+    typed = "precision.search.tolerance.rel_l2=0.5"
+    run = run_trtpipe(workdir, "--cfg", "job", typed, cache=workdir / "cache")
+    assert run.code == 2 and f"with '++{typed}'" in run.stderr, run.stderr
+    fixed = run_trtpipe(workdir, "--cfg", "job", "++" + typed, cache=workdir / "cache")
+    assert yaml.safe_load(fixed.stdout)["precision"]["search"]["tolerance"] == {"rel_l2": 0.5}
 
 
 @pytest.mark.parametrize("recipe", [None, "transformer_fp16_search", "nafnet_fp16"])

@@ -52,7 +52,7 @@ class Paste:
 # `{tokens}`: an int64 [batch, seq] model; `{dynamic}`: a float [-1, 3, 8, 8] model (tests/test_cli_dynamic_inputs.py).
 PASTE = {
     "trtpipe/config/append_hint.py:append_hint: config key '{}' is a new entry: a key the config does not have yet "
-    "is added with a leading +":
+    "is added with a leading ++ (or +)":
         Paste(("stages=[sanitize]", "data.inputs.x={low:0,high:2,dtype:int64}"), replace=True),
     "trtpipe/config/append_hint.py:append_hint: config: '{}' selects nothing: '{}' is not in the defaults list, "
     "so it is added with a leading + (+{}=...)":

@@ -5,7 +5,10 @@ Hydra refuses `key=value` for a key the config does not have yet (a new entry of
 not in the defaults list (`recipe`), and its message ends with the override that
 works: "To append to your config use +KEY=VALUE" / "To append to your default list
 use +GROUP=NAME". Decisions:
-- The Fix is that override as the user typed it with the `+`, single-quoted (a value
+- The Fix is that override as the user typed it with `++` (adds the key or replaces it:
+  `+` fails where an interpolation already provides the key, e.g.
+  `precision.search.tolerance.rel_l2` under `${validate.tolerance}`), or `+` for a
+  group, single-quoted (a value
   such as `{low:0,high:2}` is a brace expansion in a shell, `[1,3]` a glob), and it says
   that it replaces the one without `+` (both on one line would still fail on the first).
 - `recipe=NAME` for a NAME that is not a recipe gets the list of recipes too: the
@@ -50,6 +53,6 @@ def append_hint(message: str) -> UserError | None:
             fix,
         )
     return UserError(
-        f"config key '{key}' is a new entry: a key the config does not have yet is added with a leading +",
-        f"replace {shell_quoted(typed)} with {shell_quoted(with_plus)}",
+        f"config key '{key}' is a new entry: a key the config does not have yet is added with a leading ++ (or +)",
+        f"replace {shell_quoted(typed)} with {shell_quoted('++' + typed)}",
     )
