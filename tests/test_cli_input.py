@@ -51,10 +51,12 @@ def warnings_of(run) -> list[str]:
 
 def test_settings_of_a_stage_not_in_stages_are_reported_once_with_a_fix_that_runs_it(workdir):
     run = run_trtpipe(workdir, "stages=[sanitize]", "promote_outputs.tensors=[nope]", "promote_outputs.match=regex",
-                      "precision.auto.max_abs=100", cache=workdir / "cache", run_name="ignored")
+                      "precision.auto.max_abs=100", "upgrade_opset=keep_layernorm", "promote_outputs.as_type=fp32",
+                      cache=workdir / "cache", run_name="ignored")
     assert run.code == 0, run.stdout + run.stderr
     lines = warnings_of(run)
-    assert len(lines) == 2, lines  # one line per stage
+    assert len(lines) == 3, lines  # one line per stage; as_type=fp32 is its default: not reported
+    assert "warning: upgrade_opset=keep_layernorm (command line) set but ignored: stage 'upgrade_opset'" in lines[0]
     promote = next(line for line in lines if "'promote_outputs'" in line)
     assert "promote_outputs.tensors (command line), promote_outputs.match (command line)" in promote
     assert fix_words(promote) == ["stages=[sanitize,promote_outputs]"]

@@ -6,7 +6,8 @@ opt-in) was ignored without a word. Decisions:
   defaults list makes for the stage's group, over its schema), compared before
   interpolation; a setting equal to its default is not reported.
 - Where it was set: an override on the command line (a key, a parent key or a group
-  choice such as `sanitize=minimal`) or, otherwise, a recipe or user config. When the
+  choice such as `sanitize=minimal`, named once as typed) or, otherwise, a recipe or
+  user config. When the
   command line sets `stages` itself, only command-line settings are reported: a recipe
   configuring a stage the user then left out of `stages` is that user's choice.
 - A setting another part of the config still reads is not reported: a listed stage's
@@ -62,6 +63,12 @@ def ignored_settings_lines(cfg: DictConfig, overrides: list[str]) -> list[str]:
         shown = [key for key in changed if where[key] == "command line" or not cli_only]
         if not shown:
             continue
+        # A group choice (`precision=fp32`) changes many keys: it is named once, as typed.
+        choice = next((o.lstrip("+") for o in overrides if _override_key(o) == stage and "=" in o), None)
+        if choice is not None:  # keys only the choice changed are named by it
+            shown = [choice] + [key for key in shown if where[key] != "command line"
+                                or any(_overlaps(key, cli) and cli != stage for cli in cli_keys)]
+            where[choice] = "command line"
         working = sorted([*[s for s in listed if s in STAGE_ORDER], stage], key=STAGE_ORDER.index)
         settings = ", ".join(f"{key} ({where[key]})" for key in shown)
         lines.append(f"trtpipe: warning: {settings} set but ignored: stage '{stage}' is not in 'stages'. "
