@@ -104,7 +104,7 @@ def config_error(error: BaseException) -> UserError:
     hint = append_hint(str(error))  # `key=value` that needs a leading +: the override that works
     if hint is not None and not (full_key and _valid_keys(full_key.rpartition(".")[0])):
         return hint  # (a key a schema does not have is a typo: "did you mean" below)
-    if omega is not None and getattr(omega, "full_key", None):
+    if full_key:
         return _key_error(omega, typed_override(str(error)))
     # The whole message on one line: Hydra's later lines list the available options.
     first_line = " ".join(str(error).split()) or type(error).__name__
@@ -128,7 +128,7 @@ def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserE
         if not valid and parent:  # a mapping whose keys are the user's (data.inputs, precision.rules)
             return UserError(
                 f"config key '{full_key}' is a new entry of '{parent}'",
-                f"add new entries with a leading +, e.g. '+{full_key}=VALUE'",
+                f"add new entries with a leading ++, e.g. '++{full_key}=VALUE'",
             )
         close = get_close_matches(leaf, valid, n=3)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
