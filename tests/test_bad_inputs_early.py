@@ -89,7 +89,7 @@ def test_stages_in_an_impossible_order_are_refused_before_any_stage(tmp_path, st
     assert not run.run_dir.exists() or not (run.run_dir / "sanitize").exists()
     working = ",".join(sorted(stages.strip("[]").split(","), key=["sanitize", "upgrade_opset", "precision",
                                                                   "promote_outputs", "build", "validate"].index))
-    assert f"Fix: stages=[{working}]" in run.stderr
+    assert f"Fix: 'stages=[{working}]'" in run.stderr
 
 
 @pytest.mark.parametrize("stages, expected", [

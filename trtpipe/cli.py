@@ -47,6 +47,7 @@ def main() -> None:
     sys.argv[1:] = argv
     install_sigterm_handler()
     try:
+        from trtpipe.config.completion import completion_output
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
         from trtpipe.config.store import register_configs
@@ -56,7 +57,8 @@ def main() -> None:
         config_dir = conf_dir()
         preflight(config_dir, argv)
         snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
-        code = _run_hydra(config_dir, switches)
+        with completion_output(argv):  # shell completion offers +recipe=, not recipe= (config/completion.py)
+            code = _run_hydra(config_dir, switches)
         if code in (Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code):
             _ignore_further_signals()
         sys.exit(code)

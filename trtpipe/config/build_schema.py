@@ -60,7 +60,9 @@ class BuildConfig:
 def checked_choice(config: Mapping, key: str, choices: tuple[str, ...]) -> str:
     value = config.get(key)
     if value not in choices:
-        raise UserError(f"build.{key} is {value!r}", f"use one of: {', '.join(choices)}")
+        from trtpipe.config.override_text import choice_fix
+
+        raise UserError(f"build.{key} is {value!r}", choice_fix(f"build.{key}", value, choices))
     return value
 
 

@@ -90,14 +90,22 @@ def _check_input_specs(cfg: DictConfig) -> None:
 
 def _one_of(key: str, value, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise UserError(f"config value of '{key}' is {value!r}", f"use one of {', '.join(allowed)}")
+        from trtpipe.config.override_text import choice_fix
+
+        raise UserError(f"config value of '{key}' is {value!r}", choice_fix(key, value, allowed))
 
 
 def config_error(error: BaseException) -> UserError:
     """Turn an OmegaConf or Hydra composition error into a one-line UserError."""
+    from trtpipe.config.append_hint import append_hint, typed_override
+
     omega = _find_omegaconf_error(error)
-    if omega is not None and getattr(omega, "full_key", None):
-        return _key_error(omega)
+    full_key = getattr(omega, "full_key", None) if omega is not None else None
+    hint = append_hint(str(error))  # `key=value` that needs a leading +: the override that works
+    if hint is not None and not (full_key and _valid_keys(full_key.rpartition(".")[0])):
+        return hint  # (a key a schema does not have is a typo: "did you mean" below)
+    if full_key:
+        return _key_error(omega, typed_override(str(error)))
     # The whole message on one line: Hydra's later lines list the available options.
     first_line = " ".join(str(error).split()) or type(error).__name__
     if "Could not find 'recipe/" in str(error):
@@ -109,7 +117,8 @@ def config_error(error: BaseException) -> UserError:
     return UserError(f"config: {first_line}", "check the override's spelling; `trtpipe --cfg job` prints the config")
 
 
-def _key_error(error: OmegaConfBaseException) -> UserError:
+def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserError:
+    """`typed`: the override as the user typed it, when Hydra's message quotes it."""
     full_key = error.full_key
     # OmegaConf appends "full_key: ... object_type=..." lines; the key is named separately.
     message = " ".join(str(getattr(error, "msg", error)).split("full_key:")[0].split())
@@ -119,10 +128,15 @@ def _key_error(error: OmegaConfBaseException) -> UserError:
         if not valid and parent:  # a mapping whose keys are the user's (data.inputs, precision.rules)
             return UserError(
                 f"config key '{full_key}' is a new entry of '{parent}'",
-                f"add new entries with a leading +, e.g. +{full_key}=...",
+                f"add new entries with a leading ++, e.g. '++{full_key}=VALUE'",
             )
         close = get_close_matches(leaf, valid, n=3)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        if close and typed and typed.startswith(full_key + "="):  # the typed override, key corrected
+            from trtpipe.config.override_text import shell_quoted
+
+            corrected = f"{parent + '.' if parent else ''}{close[0]}{typed[len(full_key):]}"
+            hint = f"replace {shell_quoted(typed)} with {shell_quoted(corrected)} ({hint.strip()}); "
         where = f"under '{parent}'" if parent else "at the top level"
         return UserError(
             f"config key '{full_key}' is not a trtpipe setting",

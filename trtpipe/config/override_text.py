@@ -67,3 +67,19 @@ def profiles_override(shapes: Mapping[str, Sequence[int]]) -> str | None:
         return None
     entries = ",".join(f"{name}:{{min:{_list(s)},opt:{_list(s)},max:{_list(s)}}}" for name, s in shapes.items())
     return f"'build.profiles=[{{{entries}}}]'"
+
+
+def shell_quoted(text: str) -> str:
+    """`text` as one shell word whatever it holds: in single quotes, or in double quotes when it
+    holds a `'` and nothing a shell expands inside double quotes (else a `'` is written `'"'"'`)."""
+    if "'" in text and not any(c in text for c in '"$`\\!'):
+        return f'"{text}"'
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def choice_fix(key: str, value: object, allowed: Sequence[str]) -> str:
+    """"use one of A, B, e.g. 'KEY=closest'": the valid values and the override of the closest one."""
+    from difflib import SequenceMatcher
+
+    closest = max(allowed, key=lambda option: SequenceMatcher(None, str(value), option).ratio())
+    return f"use one of {', '.join(allowed)}, e.g. {shell_quoted(f'{key}={closest}')}"

@@ -101,8 +101,11 @@ class SearchConfig:
     enabled: bool = False
     max_trials: int = 30  # a trial is ~0.1 s on the built-in t5; 30 reach its best plan
     # Interpolated from validate.* in conf/precision/default.yaml, so the search and the
-    # validation judge by the same bounds.
-    tolerance: Dict[str, Any] = field(default_factory=dict)
+    # validation judge by the same bounds. Decision: typed Any, not Dict[str, Any]: the
+    # interpolation resolves to a ToleranceConfig node, which OmegaConf refuses to store in a
+    # Dict[str, Any] (`trtpipe --cfg job --resolve` failed with "Cannot assign ToleranceConfig
+    # to Dict[str, Any]"); its keys and values are checked by trtpipe.config.tolerance_check.
+    tolerance: Any = field(default_factory=dict)
     outputs: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -129,7 +129,9 @@ def promote_outputs(
 
 def _check_choice(key: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
-        raise UserError(f"promote_outputs.{key} is {value!r}", f"use one of {', '.join(valid)}")
+        from trtpipe.config.override_text import choice_fix
+
+        raise UserError(f"promote_outputs.{key} is {value!r}", choice_fix(f"promote_outputs.{key}", value, valid))
 
 
 

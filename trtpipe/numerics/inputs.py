@@ -71,13 +71,21 @@ def generate_inputs(
         raise UserError(
             f"data.inputs names {unknown}, which are not inputs of the model "
             f"(its inputs: {[value.name for value in inputs]})",
-            "rename or remove those entries",
+            _remove_entries_fix(unknown),
         )
     plans = [_draw_plan(value, specs.get(value.name)) for value in inputs]
     return [
         {name: draw(_stream(seed, iteration, name)) for name, draw in plans}
         for iteration in range(iterations)
     ]
+
+
+def _remove_entries_fix(unknown: list[str]) -> str:
+    """Pasteable where Hydra can name every entry: `'~data.inputs.NAME'` removes one."""
+    if all(name.isidentifier() for name in unknown):
+        return "rename them to inputs of the model, or remove them: " + " ".join(
+            f"'~data.inputs.{name}'" for name in unknown)
+    return "rename or remove those entries"
 
 
 def _stream(seed: int, iteration: int, name: str) -> np.random.RandomState:
@@ -196,7 +204,8 @@ def _check_spec_dtype(name: str, dtype: np.dtype, spec: Mapping) -> None:
     if _kind(requested) != _kind(dtype):
         raise UserError(
             f"data.inputs.{name}.dtype is {requested} but the model input is {dtype}",
-            f"set data.inputs.{name}.dtype to {dtype}",
+            f"set data.inputs.{name}.dtype to {dtype}"
+            + (f": {override}" if (override := input_spec_override(name, {"dtype": dtype.name})) else ""),
         )
     if requested != dtype:
         logger.info("input %s: spec dtype %s, model input is %s; values are generated as %s",

@@ -49,7 +49,8 @@ class PipelineResult:
 def plan_stages(names: list[str]) -> list[type[Stage]]:
     """Resolve stage names and check each stage's inputs are produced before it."""
     if len(set(names)) != len(names):
-        raise UserError(f"'stages' lists a stage twice: {names}", "list each stage once")
+        raise UserError(f"'stages' lists a stage twice: {names}",
+                        f"list each stage once: 'stages=[{','.join(dict.fromkeys(names))}]'")
     stages = [stage_class(name) for name in names]
     check_stage_order(names)
     available = {SOURCE_KIND}

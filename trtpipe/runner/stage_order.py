@@ -30,7 +30,7 @@ def check_stage_order(names: list[str]) -> None:
         if STAGE_ORDER.index(earlier) > STAGE_ORDER.index(later):
             raise UserError(
                 f"'stages' lists '{later}' after '{earlier}', an order that cannot work ({_reason(earlier, later)})",
-                f"stages=[{','.join(working)}]",
+                f"'stages=[{','.join(working)}]'",  # quoted: brackets are a glob in a shell
             )
 
 

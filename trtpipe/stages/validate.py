@@ -23,7 +23,9 @@ class ValidateAccuracy(Stage):
     # 2: accuracy.png; 3: max_rel floor 1e-2 of the output's scale; 4: abs_p99, rel_p99, rel_l2
     # metrics and bounds, localization.first_nonfinite / first_above_threshold / kind
     # 5: positions where the reference is inf/NaN counted (ref_nonfinite) and noted; a mismatch there fails
-    version = "7"  # 7: localisation counts values saturated with the reference (a mask) as no error; 6: failure line a summary (not the table again); names cut in the middle, unique; plot marks
+    # 6: failure line a summary (not the table again); names cut in the middle, unique; plot marks
+    # 7: localisation counts values saturated with the reference (a mask) as no error
+    version = "8"  # 8: a validate.outputs key naming no output is a user error (entries before ignored it)
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
@@ -36,6 +38,7 @@ class ValidateAccuracy(Stage):
         self._backend = backend
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
+        from trtpipe.config.output_names import check_output_names
         from trtpipe.data import sample_feeds
         from trtpipe.graph.onnx_io import load_model
         from trtpipe.graph.promoted_names import read_promoted_outputs
@@ -50,6 +53,7 @@ class ValidateAccuracy(Stage):
         tolerances = Tolerances.from_mapping(config["tolerance"], config.get("outputs") or {})
         feeds = sample_feeds(reference_model, config["data"])
         outputs = [value.name for value in candidate_model.graph.output]
+        check_output_names("validate.outputs", config.get("outputs"), outputs)  # a misspelled name: exit 2
         reference_outputs = {value.name for value in reference_model.graph.output}
         # Promoted intermediates are compared too: the reference exposes them when needed,
         # and a promoted `t__fp32` output is compared with the reference's tensor `t`.

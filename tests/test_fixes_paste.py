@@ -1,0 +1,282 @@
+"""Every "Fix:" works when pasted (issue 14, item 6), or is listed here as prose with the reason.
+
+The fixes are found in the source (tests/fix_catalogue.py: each `UserError(problem, fix)`
+and each literal "Fix:" text), keyed by file, function and problem template. Each key is
+either a row of PASTE, run through the real command line: the row provokes the error,
+the printed Fix is pasted as a shell splits it (its quoted words, or its `key=value`
+words) and the run must get past that error; or a row of PROSE, saying why the Fix
+cannot be pasted. `test_every_fix_is_in_the_table` fails on a fix in neither, so a new
+fix must be added to the table (and, where it can, be made pasteable).
+
+Pasting: words are appended to the command line (a later override wins, `~key`
+removes one); a row with `replace=True` replaces the word the Fix names first (the
+override as typed) by the second (`Fix: replace 'recipe=fp32' with '+recipe=fp32'`).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+import onnx
+import pytest
+
+from tests.cli_helpers import run_trtpipe
+from tests.fix_catalogue import collected_fixes
+from tests.test_cli_dynamic_inputs import small_model, token_model
+
+# Why a Fix is prose: each row names one of these.
+CHOICE = "the Fix lists the valid values or the closest names; which one is meant only the user knows"
+USER_VALUE = "the Fix asks for a value only the user knows (a range, a size, a shape, a regex, a type)"
+MODEL = "the model file itself must change (re-export it, restore its data file, add a value_info)"
+DATA_FILE = "the sample-input file named by data.path must be written or rewritten"
+RECIPE_FILE = "a recipe YAML file must be edited"
+ENVIRONMENT = "the file system or the installation must change (permissions, free space, a folder, a reinstall)"
+TENSORRT = "needs TensorRT or an engine built on a GPU (neither exists on this machine)"
+INTERNAL = "a contract between trtpipe's own functions; no configuration reaches it from the command line"
+API_ONLY = "raised by the Python API (trtpipe.api.run) only, never by the command line"
+VERIFY = "a trtpipe-verify error: its Fix names a command-line option or a manifest to produce"
+GENERIC = ("the last resort for an error Hydra reports in its own words, after every specific message "
+           "(the exact override with +, a misspelled key) was tried")
+
+NO_BUILD = "stages=[sanitize,upgrade_opset,precision]"
+
+
+@dataclass(frozen=True)
+class Paste:
+    argv: tuple[str, ...]
+    replace: bool = False  # the Fix's first word is the override it replaces by its second
+
+
+# `{tokens}`: an int64 [batch, seq] model; `{dynamic}`: a float [-1, 3, 8, 8] model (tests/test_cli_dynamic_inputs.py).
+PASTE = {
+    "trtpipe/config/append_hint.py:append_hint: config key '{}' is a new entry: a key the config does not have yet "
+    "is added with a leading ++ (or +)":
+        Paste(("stages=[sanitize]", "data.inputs.x={low:0,high:2,dtype:int64}"), replace=True),
+    "trtpipe/config/append_hint.py:append_hint: config: '{}' selects nothing: '{}' is not in the defaults list, "
+    "so it is added with a leading + (+{}=...)":
+        Paste(("recipe=fp32", "stages=[sanitize]"), replace=True),
+    "trtpipe/config/check.py:_key_error: config key '{}' is not a trtpipe setting":
+        Paste(("stages=[sanitize]", "sanitize.fold_constans=false"), replace=True),
+    "trtpipe/runner/stage_order.py:check_stage_order: 'stages' lists '{}' after '{}', an order that cannot work ({})":
+        Paste(("stages=[sanitize,precision,upgrade_opset]",)),
+    "trtpipe/runner/pipeline.py:plan_stages: 'stages' lists a stage twice: {}":
+        Paste(("stages=[sanitize,sanitize]",)),
+    "trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}: {}":
+        Paste(("stages=[sanitize]", "validate.tolerance.cosine_min=1.5")),
+    "trtpipe/numerics/inputs.py:_integer_range_needed: model input {} is {} and has no sample range "
+    "(data.inputs.{}.low/high); random values of an integer input (ids, masks, indices) would be meaningless":
+        Paste(("model.path={tokens}", NO_BUILD)),
+    "trtpipe/numerics/inputs.py:_shape: model input {} has dynamic dimensions (shape {}), so there is no size to draw":
+        Paste(("model.path={dynamic}", NO_BUILD)),
+    "trtpipe/numerics/inputs.py:_shape: data.inputs.{}.shape {} does not fit the model's shape {}":
+        Paste(("model.path={dynamic}", NO_BUILD, "++data.inputs.x.shape=[1,3,9]")),
+    "trtpipe/trt/profiles.py:checked_profiles: the model has dynamic inputs ({}) and build.profiles is empty":
+        Paste(("model.path={dynamic}", "++data.inputs.x.shape=[1,3,8,8]", "stages=[sanitize,upgrade_opset,precision,build]")),
+    "trtpipe/numerics/inputs.py:generate_inputs: data.inputs names {}, which are not inputs of the model "
+    "(its inputs: {})":
+        Paste((NO_BUILD, "+data.inputs.nope={low:0,high:1}")),
+    "trtpipe/numerics/inputs.py:_check_spec_dtype: data.inputs.{}.dtype is {} but the model input is {}":
+        Paste(("model.path={dynamic}", NO_BUILD, "++data.inputs.x={shape:[1,3,8,8],dtype:int64}")),
+    "trtpipe/config/output_names.py:check_output_names: <problem>":
+        Paste(("stages=[sanitize,upgrade_opset,precision,validate]", "validate.plot=false",
+               "+validate.outputs.last_hidden={cosine_min:0.99}")),
+    "trtpipe/config/ignored_settings.py:ignored_settings_lines: trtpipe: warning: {} set but ignored: stage '{}' "
+    "is not in 'stages'. Fix: to run it, add it to 'stages': {}":
+        Paste(("stages=[sanitize]", "upgrade_opset.target=18")),
+    "trtpipe/config/check.py:_one_of: config value of '{}' is {}":
+        Paste(("stages=[sanitize]", "precision.default=fp61")),
+    "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
+        Paste((NO_BUILD[:-1] + ",build]", "build.on_missing=eror")),
+    "trtpipe/graph/promote.py:_check_choice: promote_outputs.{} is {}":
+        Paste((NO_BUILD[:-1] + ",promote_outputs]", "promote_outputs.tensors=[nope]", "promote_outputs.match=regx")),
+}
+
+PROSE = {
+    'trtpipe/api.py:_refuse_hydra_overrides: override {}: {} is a Hydra setting the Python API does not use': API_ONLY,
+    'trtpipe/config/build_schema.py:_bytes: {} is {}': USER_VALUE,
+    'trtpipe/config/build_schema.py:check_optimization_level: build.builder_optimization_level is {}': CHOICE,
+    'trtpipe/config/build_schema.py:check_plugins: build.plugins is {}': USER_VALUE,
+    'trtpipe/config/build_schema.py:memory_pool_bytes: build.memory_pool_limits names the pool {}': CHOICE,
+    'trtpipe/config/check.py:_check_input_specs: {} is not a valid input spec: {}': USER_VALUE,
+    'trtpipe/config/check.py:_check_input_specs: {} is {}, not an input spec': USER_VALUE,
+    "trtpipe/config/check.py:_key_error: config key '{}' is a new entry of '{}'": GENERIC,
+    "trtpipe/config/check.py:_key_error: config value of '{}' is invalid: {}": USER_VALUE,
+    'trtpipe/config/check.py:config_error: config: {}': GENERIC,
+    "trtpipe/config/locate.py:_shipped_dir: trtpipe's '{}' directory was not found next to or inside {}": ENVIRONMENT,
+    "trtpipe/config/locate.py:recipe_dirs: {} names '{}', which is not a directory": ENVIRONMENT,
+    "trtpipe/config/store.py:_load_recipe: recipe {} does not start with '{}'": RECIPE_FILE,
+    'trtpipe/config/store.py:_load_recipe: recipe {} is not valid YAML ({})': RECIPE_FILE,
+    'trtpipe/config/tolerance_check.py:check_tolerance: {} is {}, not a tolerance': USER_VALUE,
+    'trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is not a tolerance key': CHOICE,
+    'trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}, not a number': USER_VALUE,
+    'trtpipe/config/tolerance_check.py:check_tolerances: {}.outputs is {}, not a mapping of output names to tolerances': USER_VALUE,
+    'trtpipe/data.py:resolved_data: data.path {} does not exist': DATA_FILE,
+    "trtpipe/graph/bounded_regex.py:_flags_in_child: {}: regex {} did not finish matching {} names within {} s (catastrophic backtracking, e.g. nested quantifiers such as '(a+)+')": USER_VALUE,
+    "trtpipe/graph/gs_bridge.py:refuse_unexportable_io: {} has {} input/output {}, which onnx-graphsurgeon {} (sanitize's cleanup and constant folding, LayerNorm fusion) cannot write": MODEL,
+    'trtpipe/graph/json_metadata.py:read_json_metadata: model metadata {} is not a JSON object': MODEL,
+    'trtpipe/graph/onnx_io.py:_check_readable_file: model file {} does not exist': MODEL,
+    'trtpipe/graph/onnx_io.py:_check_readable_file: model file {} is empty': MODEL,
+    'trtpipe/graph/onnx_io.py:_check_readable_file: model file {} is not a file': MODEL,
+    'trtpipe/graph/onnx_io.py:_check_readable_file: model file {} is not readable': MODEL,
+    'trtpipe/graph/onnx_io.py:_load_external_data: external data file {} of model {} cannot be read for tensor {} ({})': MODEL,
+    'trtpipe/graph/onnx_io.py:_load_external_data: external data file {} of model {} does not exist (needed by tensor {})': MODEL,
+    'trtpipe/graph/onnx_io.py:load_model: model file {} is not a valid ONNX protobuf (truncated or corrupt: {})': MODEL,
+    'trtpipe/graph/onnx_io.py:load_model: model file {} is not an ONNX model (it has no graph, outputs or opset)': MODEL,
+    'trtpipe/graph/opset.py:_conversion_error: cannot convert {} from opset {} to {} ({})': MODEL,
+    'trtpipe/graph/opset.py:_conversion_error: op {} has no schema in ONNX {} (an experimental or removed op, or a custom op without its own domain), so it cannot be converted from opset {} to {}': MODEL,
+    "trtpipe/graph/opset.py:_refuse_changed_interface: converting from opset {} to {} changes graph input/output {} (shape {} -> {}, at {}); the converted model would not accept the original's inputs": MODEL,
+    'trtpipe/graph/promote.py:_compile: promote_outputs: pattern {} is not a valid regular expression ({})': USER_VALUE,
+    'trtpipe/graph/promote.py:_expose: promote_outputs: the type of tensor {} (output of {} node {}) is unknown to ONNX shape inference, and a graph output needs one': MODEL,
+    'trtpipe/graph/promote.py:_match_tensors: promote_outputs: tensor {} is {}, not computed by the model, so it cannot be promoted': CHOICE,
+    'trtpipe/graph/promote.py:_raise_unmatched: promote_outputs: {} pattern {} ({}) matches no {}': CHOICE,
+    'trtpipe/graph/sanitize.py:_refuse_invalid_source: model {} is not a valid ONNX graph (onnx.checker on that file: {}{})': MODEL,
+    'trtpipe/graph/weights_on_disk.py:anchor_external_tensor: external data file {} of model {} does not exist (needed by tensor {})': MODEL,
+    'trtpipe/graph/weights_on_disk.py:anchor_external_tensor: external data file {} of model {} is too short for tensor {} (needs bytes {}-{}, has {})': MODEL,
+    "trtpipe/graph/weights_on_disk.py:anchor_external_tensor: tensor {} of model {} names external data at {}, outside the model's directory (ONNX requires a relative path below it)": MODEL,
+    'trtpipe/models/__init__.py:builtin_model: there is no built-in model named {}': CHOICE,
+    'trtpipe/numerics/input_types.py:as_declared: input {} in {} is {}, the model expects {}': DATA_FILE,
+    'trtpipe/numerics/input_types.py:declared_dtype: model input {} has element type {} ({}), which has no NumPy equivalent': MODEL,
+    'trtpipe/numerics/input_types.py:declared_dtype: model input {} is {}, not a tensor; sample inputs (data.inputs, or .npz / Polygraphy JSON in data.path) are tensors': MODEL,
+    'trtpipe/numerics/inputs.py:_check_feeds: input {} in {} has shape {}, the model expects {}': DATA_FILE,
+    'trtpipe/numerics/inputs.py:_check_feeds: {} has arrays {} that are not model inputs ({})': DATA_FILE,
+    'trtpipe/numerics/inputs.py:_check_feeds: {} has no values for model inputs {}': DATA_FILE,
+    'trtpipe/numerics/inputs.py:_check_spec_dtype: data.inputs.{}.dtype {} is not a NumPy dtype': CHOICE,
+    'trtpipe/numerics/inputs.py:_draw_plan: model input {} is a string tensor; strings cannot be generated': DATA_FILE,
+    'trtpipe/numerics/inputs.py:_range: data.inputs.{} has low {} >= high {}': USER_VALUE,
+    'trtpipe/numerics/inputs.py:_range: data.inputs.{} needs both low and high': USER_VALUE,
+    'trtpipe/numerics/inputs.py:_read_npz: data.path {} is not a readable .npz file ({})': DATA_FILE,
+    'trtpipe/numerics/inputs.py:_read_polygraphy_json: data.path {} does not hold a list of {input name: array} dicts': DATA_FILE,
+    'trtpipe/numerics/inputs.py:_read_polygraphy_json: data.path {} is not a Polygraphy JSON inputs file ({})': DATA_FILE,
+    'trtpipe/numerics/inputs.py:generate_inputs: data.seed {} is out of range': USER_VALUE,
+    'trtpipe/numerics/inputs.py:generate_inputs: {} validation iterations requested': USER_VALUE,
+    'trtpipe/numerics/inputs.py:load_inputs: data.path {} does not exist or is not a file': DATA_FILE,
+    'trtpipe/numerics/inputs.py:load_inputs: data.path {} is neither .npz nor .json': DATA_FILE,
+    'trtpipe/numerics/ort_session.py:_failure: ONNX Runtime {} cannot {} the model: {}': MODEL,
+    'trtpipe/numerics/ort_session.py:_prepared: no sample values for model inputs {}': DATA_FILE,
+    'trtpipe/numerics/ort_session.py:_prepared: sample input {} is {} but the model expects {}': DATA_FILE,
+    'trtpipe/numerics/ort_session.py:_prepared: sample inputs {} are not inputs of the model (its inputs: {})': DATA_FILE,
+    'trtpipe/numerics/ort_session.py:_session: ONNX Runtime cannot run this model: op {} is not registered (a custom op?)': MODEL,
+    "trtpipe/numerics/refusals.py:refuse_bf16_before_opset_13: node {} produces a bf16 tensor but the model's opset is {}; bf16 Casts need opset 13 or newer": INTERNAL,
+    'trtpipe/numerics/refusals.py:refuse_custom_low_precision: node {} ({}::{}) uses low-precision tensors {}; the emulation cannot run a custom op on FP32 stand-ins': MODEL,
+    'trtpipe/numerics/refusals.py:refuse_low_precision_tensor_attributes: node {} ({}) has a low-precision tensor attribute {} the emulation does not know how to convert': MODEL,
+    'trtpipe/numerics/refusals.py:refuse_sparse_attribute: node {} holds a sparse {} value, which the emulation does not convert': MODEL,
+    'trtpipe/numerics/refusals.py:refuse_sparse_initializers: sparse initializer {} is {}, which the emulation does not convert': MODEL,
+    'trtpipe/numerics/refusals.py:refuse_unsupported_types: the candidate model has {} {} tensor(s) ({}{}), which the FP16/BF16 emulation cannot reproduce': MODEL,
+    'trtpipe/precision/materialize.py:_check_plan: bf16 needs opset {} or later, the model imports opset {}': INTERNAL,
+    'trtpipe/precision/materialize.py:_check_plan: the precision plan has no precision for {} node(s): {}': INTERNAL,
+    'trtpipe/precision/materialize.py:_check_plan: the precision plan names {} node(s) the model does not have: {}': INTERNAL,
+    'trtpipe/precision/materialize.py:_check_plan: unknown precision(s) {} in the precision plan': INTERNAL,
+    'trtpipe/precision/planner.py:_check_effective: <message>': CHOICE,
+    "trtpipe/precision/rules.py:compile_rules: config key '{}.{}' is not a rule field": CHOICE,
+    'trtpipe/precision/rules.py:compile_rules: {} is {}, not a rule': USER_VALUE,
+    'trtpipe/precision/rules.py:compile_rules: {}.match is {}': CHOICE,
+    'trtpipe/precision/rules.py:compile_rules: {}.optional is {}': CHOICE,
+    'trtpipe/precision/rules.py:compile_rules: {}.pattern is empty': USER_VALUE,
+    'trtpipe/precision/rules.py:compile_rules: {}.pattern {} is not a valid regular expression ({})': USER_VALUE,
+    'trtpipe/precision/rules.py:compile_rules: {}.precision is {}': CHOICE,
+    'trtpipe/precision/rules.py:resolve_rules: <message>': CHOICE,
+    'trtpipe/precision/weights.py:float32_values: weight {} is still in an external data file and cannot be converted': INTERNAL,
+    "trtpipe/runner/cache_dir.py:_check_marker: cache {} has format {}, newer than this trtpipe's ({})": ENVIRONMENT,
+    'trtpipe/runner/cache_dir.py:_check_marker: {} is not a trtpipe cache marker': ENVIRONMENT,
+    'trtpipe/runner/cache_dir.py:claim_cache_dir: cache directory {} is not empty and is not a trtpipe cache (no {})': ENVIRONMENT,
+    "trtpipe/runner/cache_dir.py:claim_cache_dir: the cache's {}/ ({}) is a symbolic link; trtpipe writes and cleans only real folders inside its cache (link the whole cache.dir instead)": ENVIRONMENT,
+    'trtpipe/runner/files.py:disk_errors_as_user_errors: cannot write to {}: {}': ENVIRONMENT,
+    'trtpipe/runner/files.py:ensure_writable_dir: {} {} is not writable ({})': ENVIRONMENT,
+    "trtpipe/runner/manifest_read.py:as_literal_config: the manifest's config cannot be read as plain data": VERIFY,
+    'trtpipe/runner/manifest_read.py:read_manifest: cannot read manifest {} ({})': VERIFY,
+    'trtpipe/runner/manifest_read.py:read_manifest: {} is not a trtpipe manifest ({})': VERIFY,
+    "trtpipe/runner/pipeline.py:plan_stages: stage '{}' needs {}, which no earlier stage produces": INTERNAL,
+    'trtpipe/runner/rundir.py:run_dir_error: cannot write the run directory: {}: {}': ENVIRONMENT,
+    'trtpipe/search/fp32_set.py:search_fp32_set: low_precision is {}': INTERNAL,
+    'trtpipe/search/fp32_set.py:search_fp32_set: max_trials is {}': INTERNAL,
+    "trtpipe/search/fp32_set.py:split_plan: the precision decisions do not match the model's nodes ({} node(s) without a decision)": CHOICE,
+    "trtpipe/source.py:_checked_user_model: model {} keeps weights in the external data file '{}', which is missing": MODEL,
+    "trtpipe/stages/__init__.py:stage_class: 'stages' lists '{}', which is not a trtpipe stage": CHOICE,
+    'trtpipe/stages/build.py:_deferred: build: no engine can be built here: {} (build.on_missing=error demands one). Fix: {}': TENSORRT,
+    'trtpipe/stages/build.py:run: <constraints_unavailable(environment.tensorrt)>': TENSORRT,
+    'trtpipe/trt/builder.py:_pool: build.memory_pool_limits names the pool {}': TENSORRT,
+    'trtpipe/trt/builder.py:build_engine: <constraints_unavailable(trt.__version__)>': TENSORRT,
+    "trtpipe/trt/inspector_json.py:parse_engine_information: the engine inspector output has no 'Layers' list": TENSORRT,
+    'trtpipe/trt/inspector_json.py:parse_engine_information: the engine inspector output is not JSON ({})': TENSORRT,
+    "trtpipe/trt/inspector_json.py:parse_engine_information: the engine's layer information has names only, no types": TENSORRT,
+    "trtpipe/trt/parser_check.py:check_parser_support: TensorRT {}'s ONNX parser cannot import {} op(s) of this model: {}": MODEL,
+    'trtpipe/trt/parser_ops.py:list_for: build.tensorrt_version is {}, not a version number': USER_VALUE,
+    'trtpipe/trt/profiles.py:_checked_spec: {} must have exactly the keys min, opt, max': USER_VALUE,
+    'trtpipe/trt/profiles.py:_checked_spec: {}.{} has rank {}, the input has rank {} {}': USER_VALUE,
+    'trtpipe/trt/profiles.py:_checked_spec: {}.{} is {}, not a list of non-negative integers': USER_VALUE,
+    'trtpipe/trt/profiles.py:_checked_spec: {}.{}[{}] is {}, but that dimension is fixed at {} {}': USER_VALUE,
+    'trtpipe/trt/profiles.py:_checked_spec: {}: dimension {} has min {}, opt {}, max {}': USER_VALUE,
+    'trtpipe/trt/profiles.py:checked_profiles: {} is not a mapping of input name -> {min, opt, max}': USER_VALUE,
+    'trtpipe/trt/profiles.py:checked_profiles: {} lacks the dynamic input(s) {}': USER_VALUE,
+    'trtpipe/trt/profiles.py:checked_profiles: {} names {}, which are not inputs of the model (its inputs: {})': USER_VALUE,
+    'trtpipe/trt/runner.py:run_all: input shapes {} fit no optimization profile of the engine ({})': TENSORRT,
+    'trtpipe/trt/runner.py:run_all: the engine needs the input(s) {}, which the sample inputs lack': TENSORRT,
+    'trtpipe/trt/seam.py:message: {}. Fix: {}': TENSORRT,
+    'trtpipe/validate/compare.py:from_mapping: unknown tolerance key(s) {} in {}': CHOICE,
+    'trtpipe/verify.py:verify: the recorded model {} does not exist': VERIFY,
+}
+
+
+def test_every_fix_is_in_the_table():
+    found = set(collected_fixes())
+    assert not set(PASTE) & set(PROSE), "a fix is both pasted and prose"
+    assert sorted(found - set(PASTE) - set(PROSE)) == [], "new fixes: add a PASTE row (or a PROSE row with the reason)"
+    assert sorted(set(PASTE) - found) == [] and sorted(set(PROSE) - found) == [], "rows of fixes that no longer exist"
+
+
+def test_the_prose_fixes_are_exactly_those_not_pasted():
+    assert set(PROSE) == set(collected_fixes()) - set(PASTE)
+
+
+def problem_pattern(key: str) -> re.Pattern:
+    """The printed problem of a key: its template with each `{}` matching anything (a problem
+    passed as a variable matches any problem)."""
+    text = key.split(": ", 1)[1]
+    if text.startswith("<"):
+        return re.compile(".")
+    return re.compile(".*?".join(re.escape(part) for part in text.split("{}")))
+
+
+def fix_words(line: str) -> list[str]:
+    """What a user pastes from the Fix: its quoted words, else its `key=value` words."""
+    fix = line.split("Fix:", 1)[1].strip().rstrip(".")
+    quoted = re.findall(r"'[^']*'|\"[^\"]*\"", fix)
+    if quoted:
+        return [word for text in quoted for word in shlex.split(text)]
+    return [word for word in fix.split() if re.fullmatch(r"(\+{1,2}|~)?[A-Za-z_][\w.]*=\S+", word)]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("fixes")
+    onnx.save(token_model(), str(directory / "tokens.onnx"))
+    onnx.save(small_model(-1), str(directory / "dynamic.onnx"))
+    return directory
+
+
+@pytest.mark.parametrize("key", list(PASTE), ids=[f"{key.split(':')[1]}-{index}" for index, key in enumerate(PASTE)])
+def test_the_fix_works_when_pasted(workdir, key):
+    row = PASTE[key]
+    argv = [arg.replace("{tokens}", str(workdir / "tokens.onnx")).replace("{dynamic}", str(workdir / "dynamic.onnx"))
+            for arg in row.argv]
+    pattern = problem_pattern(key)
+    name = re.sub(r"\W+", "_", key.split(": ", 1)[0])
+    first = run_trtpipe(workdir, *argv, cache=workdir / "cache", run_name=name)
+    lines = [line for line in (first.stdout + first.stderr).splitlines() if "Fix:" in line and pattern.search(line)]
+    assert len(lines) == 1, f"the row does not provoke exactly one such fix: {first.stdout + first.stderr}"
+    words = fix_words(lines[0])
+    assert words, f"nothing to paste in: {lines[0]}"
+    if row.replace:
+        assert words[0] in argv, f"the Fix names an override that was not typed: {lines[0]}"
+        pasted = [arg for arg in argv if arg != words[0]] + words[1:2]
+    else:
+        pasted = argv + words
+    second = run_trtpipe(workdir, *pasted, cache=workdir / "cache", run_name=name + "_pasted")
+    output = second.stdout + second.stderr
+    problem = lines[0].split("Fix:", 1)[0].strip()
+    again = [line for line in output.splitlines()
+             if "Fix:" in line and pattern.search(line) and (pattern.pattern != "." or problem in line)]
+    assert again == [], f"pasting {words} did not get past the error: {output}"
+    assert second.code in (0, 1, 2), output

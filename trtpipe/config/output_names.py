@@ -1,0 +1,56 @@
+"""Per-output settings must name outputs the model has.
+
+`validate.outputs.<name>` (and `precision.search.outputs.<name>`, which interpolates
+it) sets the tolerance of one output. A name that is no output (`last_hidden` for
+`last_hidden_state`) used to be ignored without a word, and the output was judged
+by the default tolerance instead. Decisions:
+- It is a UserError (exit 2), like a precision rule that matches nothing, naming
+  every output that exists, closest to the misspelled name first.
+- The Fix pastes: it removes the misspelled key and sets the same values under the
+  closest output name (`'~validate.outputs.last_hidden'
+  '++validate.outputs.last_hidden_state={cosine_min:0.99}'`), which works whether
+  the entry came from the command line, a recipe or a user config.
+- The names are those the candidate compares: the model's outputs, promoted
+  intermediates under the name they are exposed as (`t__fp32`). Checked by the
+  validate stage, which knows them; the precision search's copy is judged there too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
+
+from trtpipe.config.override_text import dict_key_ok, shell_quoted
+from trtpipe.errors import UserError
+
+
+def by_closeness(name: str, candidates: Sequence[str]) -> list[str]:
+    """`candidates`, the closest to `name` first (difflib's ratio; ties in the given order)."""
+    return sorted(candidates, key=lambda c: -SequenceMatcher(None, name, c).ratio())
+
+
+def check_output_names(where: str, configured: Mapping | None, outputs: Sequence[str]) -> None:
+    """UserError for the first key of `configured` (the mapping at config key `where`) that names no output."""
+    for name, values in (configured or {}).items():
+        if name in outputs:
+            continue
+        ranked = by_closeness(str(name), list(outputs))
+        problem = (f"{where}.{name} names no output of the model; its outputs, closest first: "
+                   f"{', '.join(ranked) or 'none'}")
+        raise UserError(problem, _fix(where, str(name), ranked[0] if ranked else None, values))
+
+
+def _fix(where: str, name: str, closest: str | None, values) -> str:
+    remove = shell_quoted(f"~{where}.{name}") if name.isidentifier() else None
+    if closest is None or remove is None or not dict_key_ok(closest):
+        return f"remove {where}.{name}, or name one of the outputs listed"
+    spec = "{" + ",".join(f"{key}:{_text(value)}" for key, value in (values or {}).items()) + "}"
+    target = f"{where}.{closest}" if closest.isidentifier() else where
+    setting = f"++{target}={spec}" if closest.isidentifier() else f"++{where}={{{closest}:{spec}}}"
+    return f"if you meant {closest!r}, paste {remove} {shell_quoted(setting)}"
+
+
+def _text(value) -> str:
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)
