@@ -61,6 +61,8 @@ PASTE = {
         Paste(("stages=[sanitize]", "sanitize.fold_constans=false"), replace=True),
     "trtpipe/runner/stage_order.py:check_stage_order: 'stages' lists '{}' after '{}', an order that cannot work ({})":
         Paste(("stages=[sanitize,precision,upgrade_opset]",)),
+    "trtpipe/precision/evidence_groups.py:group_decisions: precision.auto.protect={} is not one of {}":
+        Paste((NO_BUILD, "precision.auto.protect=sometimes")),
     "trtpipe/runner/pipeline.py:plan_stages: 'stages' lists a stage twice: {}":
         Paste(("stages=[sanitize,sanitize]",)),
     "trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}: {}":
