@@ -10,6 +10,8 @@ Decisions:
   after an hour of jobs.
 - trtpipe's own switches (`--json`, `--quiet`, `--verbose`) are taken out of argv
   before Hydra parses it; Hydra has no flags of these names.
+- `--help` and `--version` are trtpipe's, answered before Hydra is imported (cli_help.py);
+  a single run composes its config once (single_run.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def main() -> None:
         else:
             argv.append(arg)
     sys.argv[1:] = argv
+    if {"--help", "-h", "--version"} & set(argv):
+        from trtpipe.cli_help import help_text, version_text
+
+        print(version_text() if "--version" in argv else help_text())
+        sys.exit(EXIT_OK)
     install_sigterm_handler()
     try:
         from trtpipe.config.locate import conf_dir
@@ -110,7 +117,12 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
-        hydra.main(config_path=str(config_dir), config_name="config", version_base="1.3")(task)()
+        from trtpipe.single_run import is_single_run, run_single
+
+        if is_single_run(sys.argv[1:]):
+            run_single(config_dir, task, sys.argv[1:])
+        else:
+            hydra.main(config_path=str(config_dir), config_name="config", version_base="1.3")(task)()
     except (HydraException, OmegaConfBaseException) as error:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise
