@@ -149,7 +149,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
     material = {
         "stage": stage.name,
         "version": stage.version,
-        "config": config,
+        "config": stage.key_config(config),  # only what changes the outputs (Stage.key_config)
         "inputs": {kind: artifact.sha256 for kind, artifact in inputs.items()},
         "tools": tool_versions(stage.tools),
     }
