@@ -27,14 +27,19 @@ def in_current_shape(material: dict) -> dict:
         return material
 
 
+def key_of(material: dict) -> str | None:
+    """The cache key of this material (None when no key can hold it: NaN or infinity)."""
+    from trtpipe.runner.cache import cache_key
+
+    try:
+        return cache_key(material)
+    except (ValueError, TypeError):
+        return None
+
+
 def reshaped_key_matches(recorded_key, recorded: dict, current: dict, new_key) -> bool:
     """True when the recorded key is honest for the recorded material and the reshaped
     material gives the rebuild's key."""
-    from trtpipe.runner.cache import cache_key
-
     if recorded == current or not isinstance(recorded_key, str):
         return False
-    try:
-        return cache_key(recorded) == recorded_key and cache_key(current) == new_key
-    except ValueError:  # NaN or infinity: no key ever held one
-        return False
+    return key_of(recorded) == recorded_key and key_of(current) == new_key
