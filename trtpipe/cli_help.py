@@ -61,15 +61,23 @@ def help_text() -> str:
         parts.append(f"  user recipes: set {USER_RECIPES_ENV}=DIR[{os.pathsep}DIR...] (YAML files "
                      "starting with '# @package _global_')")
     parts += ["", "Config groups (group=option):"]
-    root = conf_dir()
-    for group in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "hydra"):
-        options = sorted(p.stem for p in group.glob("*.yaml") if p.stem not in _INTERNAL_OPTIONS)
-        parts.append(f"  {group.name:16} {', '.join(options)}")
+    groups = _config_groups(conf_dir())
+    for group, options in groups.items():
+        parts.append(f"  {group:16} {', '.join(options)}")
     parts += ["", "Settings (key=value; see them all with trtpipe --cfg job):",
-              "  model.path, model.builtin, stages, data.*, cache.dir, "
-              + ", ".join(f"{g.name}.*" for g in sorted(root.iterdir()) if g.is_dir() and g.name != "hydra"),
+              "  model.path, model.builtin, stages, data.*, cache.dir, " + ", ".join(f"{g}.*" for g in groups),
               "", _FOOTER.format(cache=default_cache_dir_text())]
     return "\n".join(parts)
+
+
+def _config_groups(root: Path) -> dict[str, list[str]]:
+    """conf/<group>/*.yaml (a checkout or a wheel), Hydra's own group and schema options left out."""
+    groups = {}
+    for group in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "hydra"):
+        options = sorted(p.stem for p in group.glob("*.yaml") if p.stem not in _INTERNAL_OPTIONS)
+        if options:
+            groups[group.name] = options
+    return groups
 
 
 def _recipe_summary(path: Path) -> str:
