@@ -24,7 +24,7 @@ class ModelConfig:
 @dataclass
 class CacheConfig:
     # Decision (runner/cache_home.py): TRTPIPE_CACHE, else the user's cache directory
-    # ($XDG_CACHE_HOME/trtpipe or ~/.cache/trtpipe), so every working directory and every
+    # ($XDG_CACHE_HOME/trtpipe/artifacts or ~/.cache/trtpipe/artifacts), so every working directory and every
     # run of a CI job share one cache; cache.dir=PATH wins over both.
     dir: str = "${trtpipe.cache_home:}"
     # Seconds to wait for another process computing the same stage.

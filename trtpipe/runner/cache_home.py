@@ -1,11 +1,14 @@
 """Where the artifact cache lives by default.
 
 Decisions:
-- Default: the user's cache directory, `$XDG_CACHE_HOME/trtpipe`, else `~/.cache/trtpipe`
-  (as pip, ccache and Bazel do). A laptop user gets cache hits from every working
+- Default: in the user's cache directory, `$XDG_CACHE_HOME/trtpipe/artifacts`, else
+  `~/.cache/trtpipe/artifacts` (as pip, ccache and Bazel do). A subfolder, not
+  ~/.cache/trtpipe itself: that folder also holds the benchmarks' downloads
+  (bench/wild_models.py `wild/`, bench/corpus_data.py `onnx-*-backend-data/`), and the
+  cache-safety rule rightly refuses a non-empty folder that is not a trtpipe cache. A laptop user gets cache hits from every working
   directory (the old default, `outputs/cache` under the current directory, started
   every new directory cold); a CI job gets one cache per runner user that the CI's own
-  cache step can save and restore (`~/.cache/trtpipe`), or points `TRTPIPE_CACHE` at
+  cache step can save and restore (`~/.cache/trtpipe/artifacts`), or points `TRTPIPE_CACHE` at
   its workspace. Per the XDG spec an empty or relative `XDG_CACHE_HOME` is ignored.
 - Overrides, strongest first: `cache.dir=PATH` on the command line (or in a recipe),
   then the environment variable `TRTPIPE_CACHE` (one setting for every run of a CI job
@@ -17,7 +20,7 @@ Decisions:
   not used silently (the location must not depend on the current directory again): the
   run says once where the cache is now and how to keep using the old one.
 - The cache-safety rules (runner/cache_dir.py) are the same for the default: a missing
-  ~/.cache/trtpipe is created and marked; an existing folder there that is not a trtpipe
+  ~/.cache/trtpipe/artifacts is created and marked; an existing folder there that is not a trtpipe
   cache is refused, never cleaned.
 """
 
@@ -30,6 +33,7 @@ from pathlib import Path
 log = logging.getLogger("trtpipe")
 
 CACHE_ENV = "TRTPIPE_CACHE"
+ARTIFACTS = "artifacts"  # the cache's folder inside the user's trtpipe cache folder
 RESOLVER = "trtpipe.cache_home"
 # The old default, relative to the start directory (versions before the user cache directory).
 OLD_DEFAULT = Path("outputs") / "cache"
@@ -44,9 +48,10 @@ def default_cache_dir() -> Path:
 
 
 def user_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/trtpipe/artifacts`, else `~/.cache/trtpipe/artifacts`."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path("~/.cache").expanduser()
-    return base / "trtpipe"
+    return base / "trtpipe" / ARTIFACTS
 
 
 def default_cache_dir_text() -> str:
