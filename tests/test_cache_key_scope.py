@@ -108,3 +108,14 @@ def test_verify_accepts_a_manifest_written_with_the_older_key_shape(work, tmp_pa
         assert done.returncode == 1, done.stdout + done.stderr
         assert stages["precision"]["verdict"] == "drifted"
         assert "edited" in stages["precision"]["reason"]
+
+
+def test_a_rerun_after_the_key_narrowed_says_so_not_a_setting_change():
+    searched = {"enabled": False, "max_trials": 30, "tolerance": {"cosine_min": 0.999}, "outputs": {}}
+    config = {"default": "fp16", "list_only": False, "auto": {"max_abs": 4096.0}, "data": {"seed": 0, "iterations": 2}}
+    old = {"stage": "precision", "version": "13", "config": {**config, "search": searched}}
+    new = {"stage": "precision", "version": "13", "config": {**config, "search": {"enabled": False}}}
+    assert explain_miss([old], new) == (
+        "the key no longer holds settings this stage does not read (entries of an earlier trtpipe)")
+    tighter = {**new, "config": {**config, "auto": {"max_abs": 1024.0}, "search": {"enabled": False}}}
+    assert explain_miss([old], tighter) == "config.auto.max_abs changed 4096.0 -> 1024.0"

@@ -64,11 +64,16 @@ def importance(change: tuple[str, Any, Any]) -> tuple[int, bool, str]:
 
 def explain_miss(previous: list[dict], material: dict) -> str:
     """One sentence: the changes against the most similar earlier material."""
+    from trtpipe.runner.key_shape import in_current_shape
+
     if not previous:
         return "no earlier entry of this stage in the cache"
-    closest = min(previous, key=lambda old: len(changed_paths(old, material)))
-    changes = changed_paths(closest, material)
+    reshaped = [in_current_shape(old) for old in previous]  # entries written before Stage.key_config
+    closest = min(range(len(previous)), key=lambda index: len(changed_paths(reshaped[index], material)))
+    changes = changed_paths(reshaped[closest], material)
     if not changes:
+        if reshaped[closest] != previous[closest]:
+            return "the key no longer holds settings this stage does not read (entries of an earlier trtpipe)"
         return "its entry is no longer in the cache"
     changes.sort(key=importance)
     shown = [f"{path} changed {_short(old)} -> {_short(new)}" for path, old, new in changes[:_SHOWN_CHANGES]]
