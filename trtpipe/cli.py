@@ -14,6 +14,8 @@ Decisions:
   scripts can find its files (a sweep: one line per job); nothing else on stdout
   (Hydra's launcher lines are raised to WARNING, the sweep table only written to
   summary.md).
+- `--help` and `--version` are trtpipe's, answered before Hydra is imported (cli_help.py);
+  a single run composes its config once (single_run.py).
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ def main() -> None:
     if switches["quiet"] and not any(a.startswith("hydra.hydra_logging.root.level=") for a in argv):
         argv.append("hydra.hydra_logging.root.level=WARNING")  # no `[HYDRA] Launching 2 jobs` on stdout
     sys.argv[1:] = argv
+    if {"--help", "-h", "--version"} & set(argv):
+        from trtpipe.cli_help import help_text, version_text
+
+        print(version_text() if "--version" in argv else help_text())
+        sys.exit(EXIT_OK)
     install_sigterm_handler()
     try:
         from trtpipe.config.completion import completion_output
@@ -124,7 +131,12 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
-        hydra.main(config_path=str(config_dir), config_name="config", version_base="1.3")(task)()
+        from trtpipe.single_run import is_single_run, run_single
+
+        if is_single_run(sys.argv[1:]):
+            run_single(config_dir, task, sys.argv[1:])
+        else:
+            hydra.main(config_path=str(config_dir), config_name="config", version_base="1.3")(task)()
     except (HydraException, OmegaConfBaseException) as error:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise

@@ -124,19 +124,30 @@ def _compare(old: dict, new: dict | None) -> dict:
     Decision: the material is compared too, not only its hash: a manifest edited by
     hand (a faked tool version) keeps its old key, and only the material shows it.
     """
-    from trtpipe.runner.explain import changed_paths
+    from trtpipe.runner.explain import changed_paths, importance
+    from trtpipe.runner.key_shape import in_current_shape, key_of, reshaped_key_matches
 
     name = old["name"]
     if new is None:
         return {"name": name, "verdict": "drifted", "reason": "the stage did not run in the rebuild"}
-    changes = changed_paths(old.get("material") or {}, new.get("material") or {})
-    if old.get("key") == new.get("key") and not changes and _digests(old) == _digests(new):
-        return {"name": name, "verdict": "identical", "reason": None}
+    recorded = old.get("material") or {}
+    current = in_current_shape(recorded)  # a manifest written before the key dropped unread settings
+    changes = changed_paths(current, new.get("material") or {})
+    reshaped = reshaped_key_matches(old.get("key"), recorded, current, new.get("key"))
+    honest = not recorded or key_of(recorded) == old.get("key")
+    if ((old.get("key") == new.get("key") and honest) or reshaped) and not changes and _digests(old) == _digests(new):
+        dropped = [path for path, _, after in changed_paths(recorded, current) if after is None]
+        note = (f"recorded key also held settings this stage does not read ({', '.join(dropped[:3])}); "
+                "same outputs") if reshaped else None
+        return {"name": name, "verdict": "identical", "reason": note}
     if changes:
-        changes.sort(key=lambda c: (not c[0].startswith("inputs."), c[0]))
+        changes.sort(key=importance)
         shown = "; ".join(f"{path}: {json.dumps(a)} -> {json.dumps(b)}" for path, a, b in changes[:3])
         more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
         return {"name": name, "verdict": "drifted", "reason": shown + more}
+    if not honest:
+        return {"name": name, "verdict": "drifted",
+                "reason": "the recorded key is not the hash of the recorded material (the manifest was edited)"}
     if old.get("key") != new.get("key"):
         return {"name": name, "verdict": "drifted", "reason": "key changed, and the manifest records no material"}
     differing = [kind for kind in _digests(old) if _digests(old)[kind] != _digests(new).get(kind)]

@@ -47,9 +47,15 @@ def test_command_line_overrides_win_over_recipe():
 
 
 def test_cache_dir_follows_the_environment_variable(monkeypatch, tmp_path):
-    assert compose().cache.dir == "outputs/cache"
+    monkeypatch.delenv("TRTPIPE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compose().cache.dir == str(tmp_path / "xdg" / "trtpipe" / "artifacts")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")  # the XDG spec: only absolute paths count
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert compose().cache.dir == str(tmp_path / "home" / ".cache" / "trtpipe" / "artifacts")
     monkeypatch.setenv("TRTPIPE_CACHE", str(tmp_path))
     assert compose().cache.dir == str(tmp_path)
+    assert compose(f"cache.dir={tmp_path / 'explicit'}").cache.dir == str(tmp_path / "explicit")
 
 
 @pytest.mark.parametrize(

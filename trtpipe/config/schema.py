@@ -23,9 +23,10 @@ class ModelConfig:
 
 @dataclass
 class CacheConfig:
-    # Decision: the environment variable wins over the default so that CI jobs and
-    # clusters can point every run at one shared cache without editing configs.
-    dir: str = "${oc.env:TRTPIPE_CACHE,outputs/cache}"
+    # Decision (runner/cache_home.py): TRTPIPE_CACHE, else the user's cache directory
+    # ($XDG_CACHE_HOME/trtpipe/artifacts or ~/.cache/trtpipe/artifacts), so every working directory and every
+    # run of a CI job share one cache; cache.dir=PATH wins over both.
+    dir: str = "${trtpipe.cache_home:}"
     # Seconds to wait for another process computing the same stage.
     lock_timeout: float = 7200.0
 

@@ -32,6 +32,9 @@ _STAGE_SCHEMAS = {
 
 def register_configs() -> None:
     """Idempotent: storing the same names again replaces them."""
+    from trtpipe.runner.cache_home import register_cache_resolver
+
+    register_cache_resolver()  # cache.dir's default: ${trtpipe.cache_home:}
     store = ConfigStore.instance()
     store.store(name="trtpipe_schema", node=schema.TrtpipeConfig)
     for group, node in _STAGE_SCHEMAS.items():

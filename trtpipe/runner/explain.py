@@ -2,6 +2,13 @@
 
 Decision (after DVC): the cache stores the material of each key, not only the hash,
 so a miss can name the value that changed instead of saying "key differs".
+
+Decisions:
+- A non-change is not reported: an empty mapping that gained entries (`{} -> null`
+  next to the entry that appeared) is the same change as its entries, said once.
+- The one or two changes that matter come first: a changed input (a different model
+  explains everything after it), then the user's settings, the files they name, the
+  stage's version, tool versions and the machine; at most two are named, then "+N more".
 """
 
 from __future__ import annotations
@@ -9,7 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-_SHOWN_CHANGES = 3
+_SHOWN_CHANGES = 2
+# Material sections in the order a reader should see them (runner/pipeline.py builds them).
+_SECTION_ORDER = ("inputs", "config", "files", "version", "stage", "tools", "environment")
 _VALUE_WIDTH = 40
 
 
@@ -28,21 +37,45 @@ def changed_paths(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
     changes = []
     for path in sorted(set(a) | set(b)):
         before, after = a.get(path, missing), b.get(path, missing)
-        if before != after:
+        if before != after and not _emptied_or_filled(path, before, after, a, b, missing):
             changes.append((path, None if before is missing else before, None if after is missing else after))
     return changes
 
 
+def _emptied_or_filled(path: str, before, after, a: dict, b: dict, missing) -> bool:
+    """`{}` on one side and entries under `path.` on the other: the entries' changes say it."""
+    prefix = path + "."
+    if before == {} and after is missing:
+        return any(key.startswith(prefix) for key in b)
+    if after == {} and before is missing:
+        return any(key.startswith(prefix) for key in a)
+    return False
+
+
+def importance(change: tuple[str, Any, Any]) -> tuple[int, bool, str]:
+    """Sort key of a change (path, before, after): inputs, then config, files, version, tools,
+    environment; within one, a value that changed before one that entered or left the key
+    (switching the search on brings its settings in: the switch is the reason); then by name."""
+    path, before, after = change
+    section = path.split(".", 1)[0]
+    rank = _SECTION_ORDER.index(section) if section in _SECTION_ORDER else len(_SECTION_ORDER)
+    return rank, before is None or after is None, path
+
+
 def explain_miss(previous: list[dict], material: dict) -> str:
     """One sentence: the changes against the most similar earlier material."""
+    from trtpipe.runner.key_shape import in_current_shape
+
     if not previous:
         return "no earlier entry of this stage in the cache"
-    closest = min(previous, key=lambda old: len(changed_paths(old, material)))
-    changes = changed_paths(closest, material)
+    reshaped = [in_current_shape(old) for old in previous]  # entries written before Stage.key_config
+    closest = min(range(len(previous)), key=lambda index: len(changed_paths(reshaped[index], material)))
+    changes = changed_paths(reshaped[closest], material)
     if not changes:
+        if reshaped[closest] != previous[closest]:
+            return "the key no longer holds settings this stage does not read (entries of an earlier trtpipe)"
         return "its entry is no longer in the cache"
-    # Inputs first: a different model explains everything after it.
-    changes.sort(key=lambda change: (not change[0].startswith("inputs."), change[0]))
+    changes.sort(key=importance)
     shown = [f"{path} changed {_short(old)} -> {_short(new)}" for path, old, new in changes[:_SHOWN_CHANGES]]
     more = len(changes) - _SHOWN_CHANGES
     return "; ".join(shown) + (f" (+{more} more)" if more > 0 else "")

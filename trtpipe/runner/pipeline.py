@@ -15,6 +15,7 @@ from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
 from trtpipe.data import resolved_data
 from trtpipe.runner.cache import ArtifactCache
+from trtpipe.runner.cache_home import note_old_cache
 from trtpipe.runner.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
 from trtpipe.runner.files import disk_errors_as_user_errors
@@ -70,6 +71,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     stages = plan_stages(list(cfg.stages))
     cache_root = Path(cfg.cache.dir).expanduser()
     cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout)
+    note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
     source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"))
     manifest = RunManifest(
@@ -148,7 +150,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
     material = {
         "stage": stage.name,
         "version": stage.version,
-        "config": config,
+        "config": stage.key_config(config),  # only what changes the outputs (Stage.key_config)
         "inputs": {kind: artifact.sha256 for kind, artifact in inputs.items()},
         "tools": tool_versions(stage.tools),
     }

@@ -2,12 +2,15 @@
 
 Decision: `importlib.metadata` reads versions from package metadata, so asking for
 TensorRT's version never imports TensorRT (the seam rule) and costs milliseconds.
+Each distribution is looked up once per process (a run asks ~40 times: every stage's
+key, the manifest); an installed version does not change under a running process.
 """
 
 from __future__ import annotations
 
 import platform
 import sys
+from functools import lru_cache
 from importlib import metadata
 
 import trtpipe
@@ -26,6 +29,7 @@ RECORDED_DISTRIBUTIONS = (
 )
 
 
+@lru_cache(maxsize=None)
 def distribution_version(name: str) -> str | None:
     try:
         return metadata.version(name)

@@ -63,6 +63,15 @@ class Stage:
         return {}
 
     @classmethod
+    def key_config(cls, config: Mapping) -> dict:
+        """The part of the stage's config that changes its outputs: what goes into the key.
+
+        Decision: a setting the stage does not read in this configuration (the search's
+        tolerance while the search is off) is left out, so changing it re-runs nothing.
+        The stage still receives its whole config."""
+        return dict(config)
+
+    @classmethod
     def key_files(cls, config: Mapping) -> list[Path]:
         """Files the config names whose content changes the outputs (plugin libraries):
         their digests are part of the key, so a rebuilt file at the same path is noticed."""

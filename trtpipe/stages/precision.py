@@ -38,6 +38,30 @@ class PlanPrecision(Stage):
         # The TensorRT seam (trtpipe.trt.backend()); tests pass a double here.
         self._backend = backend
 
+    @classmethod
+    def key_config(cls, config: Mapping) -> dict:
+        """Decision: with the search off (or `default: fp32`, which never searches) the search's
+        settings (tolerance and outputs, interpolated from validate.*; max_trials) change
+        nothing: only `search.enabled` stays in the key. Without a model run (no search, no
+        range rule) the sample count `data.iterations` changes nothing either (the FLOP
+        shapes come from one sample). The outputs are the same, so no version bump."""
+        key = dict(config)
+        if not cls._searching(config):
+            key["search"] = {"enabled": config["search"]["enabled"]}
+        if not cls._needs_feeds(config) and isinstance(config.get("data"), Mapping):
+            key["data"] = {k: v for k, v in config["data"].items() if k != "iterations"}
+        return key
+
+    @staticmethod
+    def _searching(config: Mapping) -> bool:
+        return bool(config["search"]["enabled"]) and config["default"] != "fp32" and not config["list_only"]
+
+    @classmethod
+    def _needs_feeds(cls, config: Mapping) -> bool:
+        if config["list_only"]:
+            return False
+        return cls._searching(config) or (config["default"] == "fp16" and config["auto"]["max_abs"] is not None)
+
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.data import sample_feeds
         from trtpipe.graph.onnx_io import load_model, save_model
@@ -57,8 +81,8 @@ class PlanPrecision(Stage):
             count = write_names_table(net, out_dir / "network_names.txt")
             return StageOutcome(outputs={"names": "network_names.txt"}, summary=f"listed {count} nodes",
                                 console_file="network_names.txt", stop=True)
-        searching = config["search"]["enabled"] and config["default"] != "fp32"
-        needs_feeds = searching or (config["default"] == "fp16" and config["auto"]["max_abs"] is not None)
+        searching = self._searching(config)
+        needs_feeds = self._needs_feeds(config)
         feeds = sample_feeds(model, config["data"]) if needs_feeds else None
         notes: dict = {}
         decisions, matches = plan_precision(net, config, feeds, notes)

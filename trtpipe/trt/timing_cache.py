@@ -17,7 +17,6 @@ Decisions:
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from trtpipe.runner.hashing import canonical_json, sha256_bytes
 
 TIMING_CACHE_DIR = "timing_cache"
 KEY_FORMAT = 1
-DEFAULT_CACHE_DIR = "outputs/cache"  # trtpipe.config.schema.CacheConfig.dir without TRTPIPE_CACHE
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,9 @@ def timing_cache_file(cache_dir: Path, facts: Mapping[str, str | None]) -> Timin
 
 def cache_dir_from(config: Mapping) -> Path:
     """trtpipe's cache directory as the runner passes it (`cache_dir`), else as configured by default."""
-    value = config.get("cache_dir") or os.environ.get("TRTPIPE_CACHE") or DEFAULT_CACHE_DIR
+    from trtpipe.runner.cache_home import default_cache_dir
+
+    value = config.get("cache_dir") or default_cache_dir()
     return Path(value).expanduser().absolute()
 
 

@@ -1,0 +1,112 @@
+"""Issue 14 items 11 and 17: `--version`, `--help` and the cost of the front door, through
+the real command line. Timings live in bench/front_door.py; these tests check the structure
+that makes it fast (no Hydra for --help, one composition per run, matplotlib only for a plot)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+
+import trtpipe
+from trtpipe.config.locate import recipe_dirs
+
+
+def trtpipe_cmd(*args: str, cwd: Path, env: dict | None = None, python: tuple[str, ...] = ()):
+    environment = {**os.environ, **(env or {})}
+    environment.pop("TRTPIPE_DEBUG", None)
+    return subprocess.run([sys.executable, *python, "-m", "trtpipe", *args], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_version_names_trtpipe_and_the_tools_not_hydra(tmp_path):
+    done = trtpipe_cmd("--version", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"trtpipe {trtpipe.__version__}"
+    tools = dict(line.split(None, 1) for line in lines[1:])
+    assert tools["onnx"] == onnx.__version__
+    assert set(tools) == {"onnx", "onnxruntime", "polygraphy", "tensorrt"}
+    assert "hydra" not in done.stdout.lower()
+
+
+def test_help_lists_every_recipe_and_user_directory_without_schema_internals(tmp_path):
+    user = tmp_path / "team_recipes"
+    user.mkdir()
+    (user / "team_int8ish.yaml").write_text("# @package _global_\n# Our team's settings. More text.\nprecision:\n  default: fp32\n")
+    done = trtpipe_cmd("--help", cwd=tmp_path, env={"TRTPIPE_RECIPES": str(user)}, python=("-X", "importtime"))
+    assert done.returncode == 0, done.stderr
+    shipped = sorted(p.stem for p in recipe_dirs()[0].glob("*.yaml"))
+    assert len(shipped) >= 6
+    for name in shipped:
+        assert f"    {name} " in done.stdout, name
+    assert str(user) in done.stdout and "team_int8ish" in done.stdout and "Our team's settings" in done.stdout
+    assert "schema" not in done.stdout  # no `schema` options, no trtpipe_schema
+    assert "precision        default, fp32, naive" in done.stdout
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert not {name for name in imported if name.split(".")[0] in ("hydra", "omegaconf", "onnx", "numpy")}
+
+
+def test_help_without_user_recipes_says_how_to_add_them(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "TRTPIPE_RECIPES"}
+    done = subprocess.run([sys.executable, "-m", "trtpipe", "-h"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0
+    assert "set TRTPIPE_RECIPES=DIR" in done.stdout
+    assert f"Cache: {os.environ['TRTPIPE_CACHE']}" in done.stdout
+
+
+_COUNT_COMPOSITIONS = """
+import atexit, sys
+from hydra._internal.hydra import Hydra
+calls = []
+original = Hydra.compose_config
+def counted(self, *args, **kwargs):
+    calls.append(1)
+    return original(self, *args, **kwargs)
+Hydra.compose_config = counted
+atexit.register(lambda: sys.stderr.write(f"COMPOSITIONS={len(calls)} MATPLOTLIB={'matplotlib' in sys.modules}\\n"))
+sys.argv = ["trtpipe", *sys.argv[1:]]
+from trtpipe.cli import main
+main()
+"""
+
+
+def test_a_cached_run_composes_once_and_never_imports_matplotlib(tmp_path):
+    script = tmp_path / "count.py"
+    script.write_text(_COUNT_COMPOSITIONS)
+    env = {**os.environ, "TRTPIPE_CACHE": str(tmp_path / "cache")}
+    env.pop("TRTPIPE_DEBUG", None)
+
+    def run(name: str):
+        return subprocess.run([sys.executable, str(script), f"hydra.run.dir={tmp_path / name}"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    cold = run("cold")
+    assert cold.returncode == 0, cold.stderr
+    assert "COMPOSITIONS=1 MATPLOTLIB=True" in cold.stderr  # the plot is drawn: matplotlib is needed
+    assert (tmp_path / "cold" / "validate" / "accuracy.png").is_file()
+    warm = run("warm")
+    assert warm.returncode == 0, warm.stderr
+    assert "COMPOSITIONS=1 MATPLOTLIB=False" in warm.stderr
+    assert warm.stdout.count(" cached ") >= 4  # sanitize, upgrade_opset, precision, validate
+    assert (tmp_path / "warm" / "validate" / "accuracy.png").is_file()  # published from the cache
+
+
+def test_a_sweep_still_goes_through_hydra(tmp_path):
+    env = {"TRTPIPE_CACHE": str(tmp_path / "cache")}
+    done = trtpipe_cmd("-m", "stages=[sanitize]", "sanitize.toposort=true,false",
+                       f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sweep" / "0" / "manifest.json").is_file() and (tmp_path / "sweep" / "1" / "manifest.json").is_file()
+
+
+def test_importing_the_cli_imports_no_plotting_and_no_hydra(tmp_path):
+    code = ("import sys, trtpipe.cli, trtpipe.stages; "
+            "print(sorted(m for m in ('matplotlib', 'hydra') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,91 @@
+"""`trtpipe --help` and `trtpipe --version`, answered without Hydra.
+
+Decisions:
+- Both are printed by trtpipe, not by Hydra. Hydra's `--help` composes the config once
+  per config group (84 compositions, ~1.2 s here) and lists schema internals (the
+  `schema` option of every group, `trtpipe_schema`); Hydra's `--version` prints Hydra's
+  version. Here the help is read from the file system (conf/ groups, recipe files), so it
+  starts in the time Python takes to start, and `--version` names the tools that change
+  trtpipe's artifacts.
+- Versions come from package metadata (runner/tools.py): nothing is imported, TensorRT
+  least of all; a tool that is not installed says so.
+- The composed config itself stays one command away: `trtpipe --cfg job [overrides]`;
+  Hydra's own flags: `trtpipe --hydra-help`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Tools whose versions `--version` prints after trtpipe's (distribution names).
+VERSION_TOOLS = ("onnx", "onnxruntime", "polygraphy", "tensorrt")
+# Config group options that are schema plumbing, not choices for a user.
+_INTERNAL_OPTIONS = {"schema"}
+
+_HEADER = """\
+trtpipe: ONNX -> accurate TensorRT engine, as a cached pipeline of stages.
+
+Usage: trtpipe [+recipe=NAME] [key=value ...] [--json] [--quiet] [--verbose]
+       trtpipe -m KEY=A,B ...            a sweep (one run per value)
+       trtpipe --cfg job [overrides]     print the composed config (every setting)
+       trtpipe --version | --help | --hydra-help"""
+
+_FOOTER = """\
+Exit codes: 0 success, 1 a stage failed, 2 a user error, 130/143 interrupted (Ctrl-C/SIGTERM).
+Cache: {cache}; cache.dir=PATH or TRTPIPE_CACHE=PATH changes it. Full tracebacks: debug=true."""
+
+
+def version_text() -> str:
+    from trtpipe import __version__
+    from trtpipe.runner.tools import distribution_version
+
+    lines = [f"trtpipe {__version__}"]
+    for tool in VERSION_TOOLS:
+        lines.append(f"  {tool:12} {distribution_version(tool) or 'not installed'}")
+    return "\n".join(lines)
+
+
+def help_text() -> str:
+    from trtpipe.config.locate import USER_RECIPES_ENV, conf_dir, recipe_dirs
+    from trtpipe.runner.cache_home import default_cache_dir_text
+
+    parts = [_HEADER, "", "Recipes (+recipe=NAME):"]
+    dirs = recipe_dirs()
+    for index, directory in enumerate(dirs):
+        where = "shipped" if index == 0 else f"user, from {USER_RECIPES_ENV}"
+        parts.append(f"  {directory}  ({where})")
+        for path in sorted(directory.glob("*.yaml")):
+            parts.append(f"    {path.stem:26} {_recipe_summary(path)}".rstrip())
+    if len(dirs) == 1:
+        parts.append(f"  user recipes: set {USER_RECIPES_ENV}=DIR[{os.pathsep}DIR...] (YAML files "
+                     "starting with '# @package _global_')")
+    parts += ["", "Config groups (group=option):"]
+    groups = _config_groups(conf_dir())
+    for group, options in groups.items():
+        parts.append(f"  {group:16} {', '.join(options)}")
+    parts += ["", "Settings (key=value; see them all with trtpipe --cfg job):",
+              "  model.path, model.builtin, stages, data.*, cache.dir, " + ", ".join(f"{g}.*" for g in groups),
+              "", _FOOTER.format(cache=default_cache_dir_text())]
+    return "\n".join(parts)
+
+
+def _config_groups(root: Path) -> dict[str, list[str]]:
+    """conf/<group>/*.yaml (a checkout or a wheel), Hydra's own group and schema options left out."""
+    groups = {}
+    for group in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "hydra"):
+        options = sorted(p.stem for p in group.glob("*.yaml") if p.stem not in _INTERNAL_OPTIONS)
+        if options:
+            groups[group.name] = options
+    return groups
+
+
+def _recipe_summary(path: Path) -> str:
+    """The recipe's first comment sentence after the package header (its description)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()[1:6]
+    except OSError:
+        return ""
+    text = " ".join(line.lstrip("# ").strip() for line in lines if line.startswith("#"))
+    sentence = text.split(". ")[0].rstrip(".")
+    return sentence if len(sentence) <= 70 else sentence[:69] + "…"
