@@ -59,11 +59,13 @@ from pathlib import Path
 
 import onnx
 from polygraphy.backend.onnx import fold_constants as polygraphy_fold_constants
+from polygraphy.backend.onnx.util import get_num_nodes as polygraphy_num_nodes
 from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
 
 from trtpipe.errors import UserError
 from trtpipe.graph import input_dims, validity, value_info
 from trtpipe.graph.domains import DEFAULT_DOMAINS
+from trtpipe.graph.fold_check import may_fold
 from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.node_names import make_node_names_unique
@@ -277,18 +279,19 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx
     _load_what_folding_reads(model)
     # onnx-graphsurgeon folds Shape(start, end) into the whole shape: see shape_ranges.
     ranged_shapes = split_shape_ranges(model)
-    folded = model
+    options = dict(do_shape_inference=infer_shapes, fold_shapes=True, error_ok=True,
+                   size_threshold=FOLD_SIZE_THRESHOLD_BYTES, allow_onnxruntime_shape_inference=False)
     try:
-        for partitioning in FOLD_PARTITIONINGS:
-            folded = polygraphy_fold_constants(
-                folded,
-                do_shape_inference=infer_shapes,
-                partitioning=partitioning,
-                fold_shapes=True,
-                error_ok=True,
-                size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
-                allow_onnxruntime_shape_inference=False,
-            )
+        # One pass first: when it leaves nothing foldable (fold_check.py), every later pass would be
+        # an import/export round trip that changes nothing, and is skipped. Otherwise the passes go
+        # on exactly as they would have (the first call's loop resumes after its first pass).
+        first, rest = FOLD_PARTITIONINGS[0], FOLD_PARTITIONINGS[1:]
+        folded = polygraphy_fold_constants(model, partitioning=first, num_passes=1, **options)
+        if folded is model or may_fold(folded):  # `is model`: the pass raised (Polygraphy kept the input)
+            if folded is not model and polygraphy_num_nodes(folded) != polygraphy_num_nodes(model):
+                folded = polygraphy_fold_constants(folded, partitioning=first, **options)  # the loop resumes
+            for partitioning in rest:
+                folded = polygraphy_fold_constants(folded, partitioning=partitioning, **options)
     finally:
         restore_shape_ranges(model, ranged_shapes)  # the input model comes back as it was, whatever happens
     restore_shape_ranges(folded, ranged_shapes)
