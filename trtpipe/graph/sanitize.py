@@ -66,7 +66,8 @@ from trtpipe.errors import UserError
 from trtpipe.graph import input_dims, validity, value_info
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold_check import may_fold
-from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
+from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, refuse_unexportable_io, restore_model_fields
+from trtpipe.graph.gs_order import cleaned_and_sorted
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.node_names import make_node_names_unique
 from trtpipe.graph.opset import default_opset
@@ -167,7 +168,10 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         return model, {"value_info_stripped_first": stripped + (_strip_subgraph_value_info(model) if infer else 0)}
 
     def clean_and_sort(model):
-        cleaned = _cleanup_and_sort(model, cleanup=cleanup, toposort=toposort)
+        # Decision: when folding follows, its own graphsurgeon round trip rebuilds everything but the
+        # node order, so that order is computed without a round trip of its own (gs_order.py).
+        cleaned = (fold and _sorted_without_round_trip(model, cleanup=cleanup)) \
+            or _cleanup_and_sort(model, cleanup=cleanup, toposort=toposort)
         warnings = ["the graph was sorted topologically because constant folding requires it"] \
             if fold and not options["toposort"] else []
         return cleaned, {"dead_nodes_removed": len(model.graph.node) - len(cleaned.graph.node), "warnings": warnings}
@@ -268,6 +272,11 @@ def _cleanup_and_sort(model: onnx.ModelProto, *, cleanup: bool, toposort: bool) 
         # that really has a cycle is then refused by the checker, with the checker's words.
         graph.toposort()
     return model_from_graph(graph, like=model)
+
+
+def _sorted_without_round_trip(model: onnx.ModelProto, *, cleanup: bool) -> onnx.ModelProto | None:
+    refuse_unexportable_io(model)  # as graph_from_model would: the folding round trip cannot write them
+    return cleaned_and_sorted(model, cleanup=cleanup)
 
 
 def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int]:
