@@ -1,12 +1,13 @@
 """The two converters under comparison, each as one timed call: the raw export in, a mixed ONNX file out.
 
-- `convert_with_trtpipe`: trtpipe's whole path as its recipe runs it, through
+- `convert_whole_path`: trtpipe's whole path as its recipe runs it, through
   the real stage code: `SanitizeModel.run` -> `UpgradeOpset.run` ->
   `PlanPrecision.run` (load, name the nodes, index the network, draw the
   sample inputs, plan including the FP32 reference run of the range rule,
   materialise, save the model and write `precision_plan.json`), each stage
   reading the file the previous one wrote, as the pipeline does (minus its
-  cache bookkeeping).
+  cache bookkeeping). (`convert_with_trtpipe`: the precision stage alone, on
+  `PreparedCase.model_path`, for comparisons of that stage only.)
 - `convert_with_autocast`: `modelopt.onnx.autocast.convert_to_mixed_precision`
   on the same raw file (its own loading, graph sanitizer, type inference, node
   classification, conversion) followed by `onnx.save`, with one of two
@@ -36,20 +37,33 @@ FP32_PRECISIONS = ("fp32",)
 FUSED_LAYERNORM_PREFIX = "LayerNorm_"  # modelopt GraphSanitizer._create_layernorm_node
 
 
-def convert_with_trtpipe(raw_path: Path, stage_configs: dict, out_dir: Path) -> Path:
+def convert_whole_path(raw_path: Path, stage_configs: dict, out_dir: Path) -> Path:
     """The recipe's stages on `raw_path`, each in its own directory under out_dir; returns the mixed model."""
+    return run_stages(raw_path, stage_configs, out_dir)
+
+
+def run_stages(model_path: Path, stage_configs: dict, out_dir: Path) -> Path:
+    """`stage_configs`' stages (sanitize, upgrade_opset, precision), in order, through the real stage code."""
     from trtpipe.stages.precision import PlanPrecision
     from trtpipe.stages.sanitize import SanitizeModel
     from trtpipe.stages.upgrade_opset import UpgradeOpset
 
     stages = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset, PlanPrecision)}
-    model_path = raw_path
     for name, config in stage_configs.items():
         stage_dir = out_dir / name
         stage_dir.mkdir(parents=True, exist_ok=True)
         outcome = stages[name]().run({"model": model_path}, config, stage_dir)
         model_path = stage_dir / outcome.outputs["model"]
     return model_path
+
+
+def convert_with_trtpipe(model_path: Path, precision_config: dict, out_dir: Path) -> Path:
+    """The precision stage alone on an already sanitized and upgraded model (`PreparedCase.model_path`)."""
+    from trtpipe.stages.precision import PlanPrecision
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outcome = PlanPrecision().run({"model": model_path}, precision_config, out_dir)
+    return out_dir / outcome.outputs["model"]
 
 
 def load_save(raw_path: Path, out_dir: Path) -> Path:

@@ -6,7 +6,7 @@ Per model (the built-in `transformer`, `nafnet`, `mixed_precision`, and BERT-lik
 encoders of 4, 12, 24 and 48 layers from `bench/encoders.py`), three timed
 conversions of the same raw file, interleaved, plus the yardstick:
 - trtpipe: its recipe's sanitize -> upgrade_opset -> precision, through the real
-  stage code (converters.convert_with_trtpipe);
+  stage code (converters.convert_whole_path);
 - AutoCast, "matched exclusions": `convert_to_mixed_precision` told to keep
   exactly trtpipe's FP32 nodes, its own rules off;
 - AutoCast, "defaults": `convert_to_mixed_precision(low_precision_type="fp16")`;
@@ -55,7 +55,7 @@ from bench.converters import (
     autocast_unavailable,
     autocast_version,
     convert_with_autocast,
-    convert_with_trtpipe,
+    convert_whole_path,
     exclusion_aliases,
     load_save,
     trtpipe_fp32_nodes,
@@ -117,7 +117,7 @@ def _autocast_skip_reason(case: PreparedCase, unavailable: str | None, max_layer
 
 
 def _warm_up(case: PreparedCase, work_dir: Path, with_autocast: bool) -> None:
-    paths = convert_with_trtpipe(case.raw_path, case.stage_configs, work_dir / "trtpipe")
+    paths = convert_whole_path(case.raw_path, case.stage_configs, work_dir / "trtpipe")
     load_save(case.raw_path, work_dir / "io")
     if with_autocast:
         convert_with_autocast(case.raw_path, autocast_matched(_aliases(paths)), work_dir / "autocast")
@@ -156,7 +156,7 @@ def _measure(case: PreparedCase, work_dir: Path, args, autocast_skip: str | None
         seconds["load_save"].append(elapsed)
         if sum(seconds["trtpipe"]) <= args.case_budget:
             elapsed, outputs["trtpipe"] = _timed(
-                lambda: convert_with_trtpipe(case.raw_path, case.stage_configs, work_dir / f"trtpipe-{rep}"))
+                lambda: convert_whole_path(case.raw_path, case.stage_configs, work_dir / f"trtpipe-{rep}"))
             seconds["trtpipe"].append(elapsed)
             aliases = _aliases(outputs["trtpipe"])
         for run in AUTOCAST_RUNS:
