@@ -46,8 +46,9 @@ def cleaned_and_sorted(model: onnx.ModelProto, *, cleanup: bool) -> onnx.ModelPr
                 if name in producer:
                     return None
                 producer[name] = index
-    for value in graph.input:  # graphsurgeon's cleanup disconnects producers of graph inputs first
-        producer.pop(value.name, None)
+    if cleanup:
+        for value in graph.input:  # graphsurgeon's cleanup disconnects producers of graph inputs first
+            producer.pop(value.name, None)
     # Each node's producers, once, in input order (graphsurgeon's get_used_nodes).
     sources = [list(dict.fromkeys(producer[name] for name in names if name in producer)) for names in inputs]
     kept = _used(graph, sources, producer) if cleanup else range(len(nodes))
