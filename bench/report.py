@@ -175,8 +175,9 @@ def _target_accuracy(results):
              if _ok(r[run]) and _ok(r["trtpipe"]) for name, tm in r["trtpipe"]["accuracy"].items()]
     if not pairs:
         return label, "AutoCast not run", "n/a"
-    worse = sorted({f"{model}:{name}" for model, name, tm, am in pairs if not _not_worse(tm, am)})
-    text = f"{len(pairs) - len(worse)}/{len(pairs)} comparisons not worse" + (
+    worse_pairs = [f"{model}:{name}" for model, name, tm, am in pairs if not _not_worse(tm, am)]
+    worse = sorted(set(worse_pairs))
+    text = f"{len(pairs) - len(worse_pairs)}/{len(pairs)} comparisons not worse" + (
         f" (worse: {', '.join(worse)})" if worse else "")
     return label, text, "FAIL" if worse else "PASS"
 
