@@ -1,10 +1,11 @@
-"""The models the benchmark converts, prepared as the precision stage receives them.
+"""The models the benchmark converts, as raw exports, with the configs trtpipe's recipe gives each stage.
 
 A case is a model, the recipe trtpipe would use for it, and its sample-input
-specs. `prepare_case` runs the recipe's own `sanitize` and `upgrade_opset`
-stages on it (untimed: they are not what is compared) and returns the prepared
-ONNX file both tools convert, the recipe's resolved `precision` config with the
-`data` block the stage receives, and held-out evaluation inputs.
+specs. `prepare_case` writes the raw export (the file both tools start from),
+resolves the recipe's `sanitize`, `upgrade_opset` and `precision` configs (the
+last with the `data` block the stage receives) and draws held-out evaluation
+inputs. Nothing is converted here: the whole path, from the raw file to the
+mixed ONNX, is what the benchmark times (converters.py).
 
 Decisions:
 - Configs come from composing the shipped recipe with Hydra (as `trtpipe
@@ -12,12 +13,15 @@ Decisions:
   the rules users get.
 - Evaluation inputs use a different seed (`EVAL_SEED`) from the planning
   inputs the recipe's `data.seed` gives the range rule: accuracy is measured
-  on inputs neither tool's plan was derived from.
+  on inputs neither tool's plan was derived from (AutoCast's defaults draw
+  their own random calibration inputs). `prepare_case` refuses a recipe whose
+  seed equals `EVAL_SEED`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -43,9 +47,25 @@ class Case:
 @dataclass
 class PreparedCase:
     case: Case
-    model_path: Path
-    precision_config: dict  # the stage's config: the recipe's `precision` plus the resolved `data`
+    raw_path: Path  # the raw export both tools convert
+    stage_configs: dict  # stage name -> resolved config, in the recipe's order; precision's has the `data` block
     eval_feeds: list[dict]
+
+    @property
+    def precision_config(self) -> dict:
+        return self.stage_configs["precision"]
+
+    @cached_property
+    def model_path(self) -> Path:
+        """The raw export after the recipe's stages before precision (run once, untimed, on first use):
+        what the precision stage alone receives (for comparisons of that stage only)."""
+        from bench.converters import run_stages
+
+        before = {name: config for name, config in self.stage_configs.items() if name != "precision"}
+        return run_stages(self.raw_path, before, self.raw_path.parent / "prepared")
+
+
+TRTPIPE_STAGES = ("sanitize", "upgrade_opset", "precision")
 
 
 BUILTIN_CASES = [
@@ -61,27 +81,23 @@ def encoder_case(layers: int) -> Case:
 
 
 def prepare_case(case: Case, work_dir: Path) -> PreparedCase:
-    """Write `case` through its recipe's sanitize and upgrade_opset stages into work_dir."""
-    from trtpipe.stages.sanitize import SanitizeModel
-    from trtpipe.stages.upgrade_opset import UpgradeOpset
+    """Write `case`'s raw export into work_dir and resolve its recipe's stage configs."""
     from trtpipe.numerics.inputs import generate_inputs
 
     cfg = recipe_config(case.recipe)
+    if int(cfg.data.seed) == EVAL_SEED:
+        raise SystemExit(f"recipe {case.recipe} plans with data.seed {EVAL_SEED}, the evaluation seed: "
+                         "accuracy would not be held out")
     work_dir.mkdir(parents=True, exist_ok=True)
-    source = work_dir / "source.onnx"
-    onnx.save(case.build(), str(source))
-    model_path = source
-    for stage in (SanitizeModel, UpgradeOpset):
-        out_dir = work_dir / stage.name
-        out_dir.mkdir(exist_ok=True)
-        config = OmegaConf.to_container(cfg[stage.name], resolve=True)
-        outcome = stage().run({"model": model_path}, config, out_dir)
-        model_path = out_dir / outcome.outputs["model"]
-    data = {"seed": int(cfg.data.seed), "iterations": int(cfg.data.iterations), "inputs": case.input_specs,
-            "path": None, "sha256": None}
-    precision_config = {**OmegaConf.to_container(cfg.precision, resolve=True), "data": data}
-    eval_feeds = generate_inputs(onnx.load(str(model_path)), case.input_specs, EVAL_SEED, EVAL_ITERATIONS)
-    return PreparedCase(case, model_path, precision_config, eval_feeds)
+    raw = work_dir / "raw.onnx"
+    model = case.build()
+    onnx.save(model, str(raw))
+    # The recipe's own stages, in its order, up to the mixed ONNX (build and validate are not compared).
+    configs = {stage: OmegaConf.to_container(cfg[stage], resolve=True) for stage in cfg.stages if stage in TRTPIPE_STAGES}
+    configs["precision"]["data"] = {"seed": int(cfg.data.seed), "iterations": int(cfg.data.iterations),
+                                    "inputs": case.input_specs, "path": None, "sha256": None}
+    eval_feeds = generate_inputs(model, case.input_specs, EVAL_SEED, EVAL_ITERATIONS)
+    return PreparedCase(case, raw, configs, eval_feeds)
 
 
 def recipe_config(recipe: str):

@@ -9,8 +9,13 @@ running it.
 - `fp32_nodes` / `fp16_nodes`: nodes that compute, i.e. have a float output,
   excluding Cast and Constant, whose float outputs are all FP32 / all FP16.
 - `exclusions_honoured`: of the nodes both tools were told to keep FP32, how
-  many compute in FP32 in the output, found by name (or, for AutoCast, by the
-  name its graph sanitizer gives a LayerNorm it fused: `LayerNorm_<ReduceMean>`).
+  many compute in FP32 in the output, found by any of their names
+  (`converters.exclusion_aliases`: the fused LayerNorm, the nodes it absorbed,
+  or the name AutoCast's sanitizer gives its own fusion, `LayerNorm_<ReduceMean>`);
+  honoured when every alias found computes in FP32.
+- `fp16_flop_share`: of the MatMul/Gemm/Conv FLOPs (trtpipe.precision.flops, with
+  the shapes of the first evaluation input), the share computed by nodes whose
+  float output is FP16. The same function for both tools' outputs.
 - accuracy: the converted model on trtpipe's faithful FP16 emulation
   (`EmulatedRunner`, every FP16 tensor rounded after every op) against the
   prepared FP32 model in ONNX Runtime (`ReferenceRunner`), per graph output,
@@ -39,6 +44,7 @@ class ModelFacts:
     fp32_nodes: int
     fp16_nodes: int
     exclusions_honoured: int
+    fp16_flop_share: float = 0.0
     exclusions_missing: list[str] = field(default_factory=list)  # excluded names not found in the output
     accuracy: dict[str, OutputMetrics] = field(default_factory=dict)
 
@@ -48,14 +54,15 @@ class ModelFacts:
         return data
 
 
-def model_facts(converted: onnx.ModelProto, source: onnx.ModelProto, excluded: list[str]) -> ModelFacts:
+def model_facts(converted: onnx.ModelProto, source: onnx.ModelProto, aliases: dict[str, list[str]],
+                feed: dict) -> ModelFacts:
     precision = _node_precisions(converted)
     honoured, missing = 0, []
-    for name in excluded:
-        found = precision.get(name, precision.get(FUSED_LAYERNORM_PREFIX + name))
-        if found is None:
+    for name, names in aliases.items():
+        found = [precision[alias] for alias in names if alias in precision]
+        if not found:
             missing.append(name)
-        elif found == TensorProto.FLOAT:
+        elif all(t == TensorProto.FLOAT for t in found):
             honoured += 1
     casts = sum(node.op_type == "Cast" for node in converted.graph.node)
     return ModelFacts(
@@ -65,8 +72,37 @@ def model_facts(converted: onnx.ModelProto, source: onnx.ModelProto, excluded: l
         fp32_nodes=sum(t == TensorProto.FLOAT for t in precision.values()),
         fp16_nodes=sum(t == TensorProto.FLOAT16 for t in precision.values()),
         exclusions_honoured=honoured,
+        fp16_flop_share=fp16_flop_share(converted, feed),
         exclusions_missing=missing,
     )
+
+
+def fp16_flop_share(converted: onnx.ModelProto, feed: dict) -> float:
+    """Share of the heavy ops' FLOPs (shapes of `feed`) computed by nodes with an FP16 float output."""
+    from trtpipe.precision.flop_shapes import record_feed_shapes
+    from trtpipe.precision.flops import HEAVY_OPS, node_flops
+    from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
+
+    model = onnx.ModelProto()
+    model.CopyFrom(converted)
+    name_nodes_as_parser_does(model)
+    net = network_from_model(model)
+    record_feed_shapes(net, feed)
+    types = _tensor_types(model)
+    total = low = 0
+    for name, node in net.nodes.items():
+        if node.op_type not in HEAVY_OPS:
+            continue
+        flops = node_flops(net, name)
+        total += flops
+        if node.output and types.get(node.output[0]) == TensorProto.FLOAT16:
+            low += flops
+    return low / total if total else 0.0
+
+
+def _tensor_types(model: onnx.ModelProto) -> dict[str, int]:
+    graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    return {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
 
 
 def _node_precisions(model: onnx.ModelProto) -> dict[str, int | None]:
@@ -89,7 +125,7 @@ def accuracy(reference_outputs: list[dict], converted: onnx.ModelProto, feeds: l
     from trtpipe.numerics.emulator import EmulatedRunner
 
     runner = EmulatedRunner(converted)
-    runs = [runner.run(feed) for feed in feeds]
+    runs = [runner.run(_as_input_types(converted, feed)) for feed in feeds]
     return {
         name: worst_metrics([output_metrics(ref[name], run[name]) for ref, run in zip(reference_outputs, runs)])
         for name in reference_outputs[0]
@@ -101,3 +137,12 @@ def reference_outputs(source: onnx.ModelProto, feeds: list[dict]) -> list[dict]:
 
     runner = ReferenceRunner(source)
     return [runner.run(feed) for feed in feeds]
+
+
+def _as_input_types(model: onnx.ModelProto, feed: dict) -> dict:
+    """The feed in the converted model's input types (AutoCast's defaults turn float inputs to FP16)."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
+    return {name: array.astype(tensor_dtype_to_np_dtype(types[name])) if name in types and types[name] else array
+            for name, array in feed.items()}

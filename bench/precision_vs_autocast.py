@@ -1,36 +1,38 @@
-"""trtpipe's precision stage against NVIDIA ModelOpt AutoCast, side by side in one run.
+"""trtpipe's whole path against NVIDIA ModelOpt AutoCast, from the same raw export, in one run.
 
     python -m bench.precision_vs_autocast            # from the checkout root; README.md has the setup
 
 Per model (the built-in `transformer`, `nafnet`, `mixed_precision`, and BERT-like
-encoders of 4, 12, 24 and 48 layers from `bench/encoders.py`): wall time of each
-tool (median of `--repeat` runs, same process, same machine, runs interleaved),
-their ratio, Cast nodes and FP32 nodes of each output, and each output's accuracy
-on the faithful FP16 emulation. Then the targets, as ratios with PASS/FAIL.
+encoders of 4, 12, 24 and 48 layers from `bench/encoders.py`), three timed
+conversions of the same raw file, interleaved, plus the yardstick:
+- trtpipe: its recipe's sanitize -> upgrade_opset -> precision, through the real
+  stage code (converters.convert_whole_path);
+- AutoCast, "matched exclusions": `convert_to_mixed_precision` told to keep
+  exactly trtpipe's FP32 nodes, its own rules off;
+- AutoCast, "defaults": `convert_to_mixed_precision(low_precision_type="fp16")`;
+- `onnx.load` + `onnx.save` of the raw file.
+For each output: Casts, FP32 nodes, FP16 share of the MatMul/Gemm/Conv FLOPs, and
+accuracy of every graph output on the faithful FP16 emulation against the raw
+model in ONNX Runtime, on held-out inputs (seed 1; the recipes plan with seed 0).
+Then the targets, every one a ratio measured in this run (report.py).
 
 How the comparison is made fair (see also converters.py and cases.py):
-- Both tools convert the same file: the model after its recipe's `sanitize`
-  and `upgrade_opset` stages, which is what trtpipe's precision stage receives.
-- Same exclusions: trtpipe plans with its recipe; the nodes its plan keeps
-  FP32 are handed to AutoCast as `nodes_to_exclude` (exact names), and every
-  automatic rule of AutoCast is off (`data_max`/`init_max`/depth of reduction).
-  Whether each tool really left those nodes FP32 is measured on its output
-  (`excl ok`), not assumed.
-- What is timed: for trtpipe the whole stage (load, plan *including its FP32
-  reference run on the sample inputs*, materialise, save model and plan); for
-  AutoCast `convert_to_mixed_precision` plus `onnx.save`, *without* a reference
-  run (its range rule is off). Any doubt therefore favours AutoCast.
+- Same input: the raw export, for both. trtpipe's time includes its sanitize
+  and upgrade stages; AutoCast's includes its own graph sanitizer.
+- Matched exclusions: trtpipe's FP32 nodes go to AutoCast by every name they
+  may have in the raw file (a fused LayerNorm by the nodes it absorbed and by
+  AutoCast's name for its own fusion). Whether each tool really left them FP32
+  is measured on its output (`excl ok`), not assumed. trtpipe's time includes
+  its FP32 reference run; AutoCast's matched run has none (its range rule is
+  off): any doubt favours AutoCast. Its defaults run its own reference run.
 - One untimed warm-up conversion per tool first (imports, ONNX Runtime start-up);
-  `gc.collect()` before every timed run; the two tools alternate.
-- A tool's repetitions on a model stop early once they add up to more than
+  `gc.collect()` before every timed run; the tools alternate.
+- A tool's repetitions on a model stop once they add up to more than
   `--case-budget` seconds (at least one run): AutoCast's time grows with the
-  square of the node count (10-25 s per run at 24 layers, 40-90 s at 48 on
-  this 2-core machine, depending on its load), and the whole benchmark must
-  stay near 3 minutes. So the 24-layer median is of 2-3 runs; the run count
-  is printed with each time.
-- AutoCast on the 48-layer encoder only with `--autocast-max-layers 48` (one
-  run of 40-90 s, which would take the default run past 3 minutes); the
-  48-layer target is about trtpipe alone.
+  square of the node count (10-25 s per run at 24 layers, 40-90 s at 48 on a
+  2-core machine), so its 24-layer medians are of 1-2 runs; the run count is
+  printed with each time. AutoCast on encoders deeper than
+  `--autocast-max-layers` (default 24) only on request.
 """
 
 from __future__ import annotations
@@ -48,19 +50,22 @@ import onnx
 
 from bench.cases import BUILTIN_CASES, PreparedCase, encoder_case, prepare_case
 from bench.converters import (
-    autocast_fairness,
+    autocast_defaults,
+    autocast_matched,
     autocast_unavailable,
     autocast_version,
     convert_with_autocast,
-    convert_with_trtpipe,
+    convert_whole_path,
+    exclusion_aliases,
+    load_save,
     trtpipe_fp32_nodes,
 )
-from bench.output_facts import ModelFacts, accuracy, model_facts, reference_outputs
+from bench.output_facts import accuracy, model_facts, reference_outputs
 from bench.report import print_report
 
 ENCODER_LAYERS = (4, 12, 24, 48)
-# AutoCast on the 48-layer encoder takes 40-90 s per run here: opt-in, to keep the default run near 3 minutes.
-AUTOCAST_MAX_LAYERS = 24
+AUTOCAST_MAX_LAYERS = 24  # AutoCast at 48 layers: 40-90 s per run and argument set, on request
+AUTOCAST_RUNS = ("autocast_matched", "autocast_defaults")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     unavailable = autocast_unavailable()
     work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="trtpipe-bench-"))
     cases = BUILTIN_CASES + [encoder_case(layers) for layers in args.layers]
-    print(f"preparing {len(cases)} models (recipe sanitize + upgrade_opset, untimed) in {work_dir}", flush=True)
+    print(f"writing {len(cases)} raw exports in {work_dir}", flush=True)
     prepared = [prepare_case(case, work_dir / case.name) for case in cases]
     _warm_up(prepared[0], work_dir / "warm-up", unavailable is None)
     results = []
@@ -96,9 +101,9 @@ def _arguments(argv):
                         help="no further repetition of a tool on a model once its runs exceed this many seconds")
     parser.add_argument("--layers", type=int, nargs="*", default=list(ENCODER_LAYERS), help="encoder depths")
     parser.add_argument("--autocast-max-layers", type=int, default=AUTOCAST_MAX_LAYERS,
-                        help="run AutoCast on encoders up to this depth (48 adds one 40-90 s run)")
+                        help="run AutoCast on encoders up to this depth (48 adds two 40-90 s runs)")
     parser.add_argument("--json", help="also write all measurements to this JSON file")
-    parser.add_argument("--work-dir", help="keep prepared and converted models here (default: a temp dir, removed)")
+    parser.add_argument("--work-dir", help="keep raw and converted models here (default: a temp dir, removed)")
     return parser.parse_args(argv)
 
 
@@ -112,10 +117,25 @@ def _autocast_skip_reason(case: PreparedCase, unavailable: str | None, max_layer
 
 
 def _warm_up(case: PreparedCase, work_dir: Path, with_autocast: bool) -> None:
-    out = convert_with_trtpipe(case.model_path, case.precision_config, work_dir / "trtpipe")
+    paths = convert_whole_path(case.raw_path, case.stage_configs, work_dir / "trtpipe")
+    load_save(case.raw_path, work_dir / "io")
     if with_autocast:
-        fp32 = trtpipe_fp32_nodes(out.parent / "precision_plan.json", case.model_path)
-        convert_with_autocast(case.model_path, autocast_fairness(fp32), work_dir / "autocast")
+        convert_with_autocast(case.raw_path, autocast_matched(_aliases(paths)), work_dir / "autocast")
+
+
+def _aliases(out: Path) -> dict[str, list[str]]:
+    """trtpipe's FP32 nodes (its plan) with their names in the raw export."""
+    precision_dir = out.parent
+    precision_input = _precision_input(precision_dir.parent)
+    return exclusion_aliases(trtpipe_fp32_nodes(precision_dir / "precision_plan.json", precision_input),
+                             precision_input)
+
+
+def _precision_input(trtpipe_dir: Path) -> Path:
+    for stage in ("upgrade_opset", "sanitize"):
+        if (trtpipe_dir / stage / "model.onnx").exists():
+            return trtpipe_dir / stage / "model.onnx"
+    raise FileNotFoundError(f"no stage output before precision in {trtpipe_dir}")
 
 
 def _timed(convert) -> tuple[float, Path]:
@@ -126,41 +146,59 @@ def _timed(convert) -> tuple[float, Path]:
 
 
 def _measure(case: PreparedCase, work_dir: Path, args, autocast_skip: str | None) -> dict:
-    source = onnx.load(str(case.model_path))
-    trtpipe_seconds, autocast_seconds = [], []
-    trtpipe_out = autocast_out = fp32 = autocast_error = None
+    source = onnx.load(str(case.raw_path))
+    seconds = {"load_save": [], "trtpipe": [], **{run: [] for run in AUTOCAST_RUNS}}
+    outputs: dict[str, Path] = {}
+    errors: dict[str, str] = {}
+    aliases: dict[str, list[str]] = {}
     for rep in range(args.repeat):
-        if sum(trtpipe_seconds) <= args.case_budget:
-            seconds, trtpipe_out = _timed(
-                lambda: convert_with_trtpipe(case.model_path, case.precision_config, work_dir / f"trtpipe-{rep}"))
-            trtpipe_seconds.append(seconds)
-            fp32 = trtpipe_fp32_nodes(trtpipe_out.parent / "precision_plan.json", case.model_path)
-        if autocast_skip is None and autocast_error is None and sum(autocast_seconds) <= args.case_budget:
+        elapsed, _ = _timed(lambda: load_save(case.raw_path, work_dir / f"io-{rep}"))
+        seconds["load_save"].append(elapsed)
+        if sum(seconds["trtpipe"]) <= args.case_budget:
+            elapsed, outputs["trtpipe"] = _timed(
+                lambda: convert_whole_path(case.raw_path, case.stage_configs, work_dir / f"trtpipe-{rep}"))
+            seconds["trtpipe"].append(elapsed)
+            aliases = _aliases(outputs["trtpipe"])
+        for run in AUTOCAST_RUNS:
+            if autocast_skip or run in errors or sum(seconds[run]) > args.case_budget:
+                continue
+            arguments = autocast_matched(aliases) if run == "autocast_matched" else autocast_defaults()
             try:
-                seconds, autocast_out = _timed(
-                    lambda: convert_with_autocast(case.model_path, autocast_fairness(fp32), work_dir / f"autocast-{rep}"))
-                autocast_seconds.append(seconds)
+                elapsed, outputs[run] = _timed(
+                    lambda: convert_with_autocast(case.raw_path, arguments, work_dir / f"{run}-{rep}"))
+                seconds[run].append(elapsed)
             except Exception as error:  # AutoCast failing on a model is a result, not a crash of the benchmark
-                autocast_error = f"failed ({type(error).__name__}: {str(error)[:200]})"
+                errors[run] = f"failed ({type(error).__name__}: {str(error)[:200]})"
     references = reference_outputs(source, case.eval_feeds)
     result = {
         "model": case.case.name, "recipe": case.case.recipe, "nodes": len(source.graph.node),
-        "fp32_requested": len(fp32),
-        "trtpipe": _side(trtpipe_seconds, trtpipe_out, source, fp32, references, case.eval_feeds),
+        "fp32_requested": len(aliases),
+        "float_io": _float_io(source),
+        "load_save": {"seconds": _rounded(seconds["load_save"]), "median": statistics.median(seconds["load_save"])},
     }
-    if autocast_out is not None:
-        result["autocast"] = _side(autocast_seconds, autocast_out, source, fp32, references, case.eval_feeds)
-    else:
-        result["autocast"] = {"status": autocast_error or autocast_skip}
+    for run in ("trtpipe", *AUTOCAST_RUNS):
+        if run in outputs:
+            result[run] = _side(seconds[run], outputs[run], source, aliases, references, case.eval_feeds)
+        else:
+            result[run] = {"status": errors.get(run) or autocast_skip}
     return result
 
 
-def _side(seconds: list[float], out: Path, source, fp32: list[str], references, feeds) -> dict:
+def _float_io(model: onnx.ModelProto) -> int:
+    """Float graph inputs and outputs: AutoCast's defaults make them FP16, trtpipe keeps their type."""
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
+    return sum(value.type.tensor_type.elem_type in floats for value in [*model.graph.input, *model.graph.output])
+
+
+def _rounded(values: list[float]) -> list[float]:
+    return [round(value, 4) for value in values]
+
+
+def _side(seconds: list[float], out: Path, source, aliases, references, feeds) -> dict:
     converted = onnx.load(str(out))
-    facts: ModelFacts = model_facts(converted, source, fp32)
+    facts = model_facts(converted, source, aliases, feeds[0])
     facts.accuracy = accuracy(references, converted, feeds)
-    return {"status": "ok", "seconds": [round(s, 4) for s in seconds], "median": statistics.median(seconds),
-            **facts.to_json()}
+    return {"status": "ok", "seconds": _rounded(seconds), "median": statistics.median(seconds), **facts.to_json()}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+"""trtpipe's whole path, raw export -> mixed ONNX, against onnx.load + onnx.save of the same model.
+
+    python -m bench.whole_path [--layers 24 48 96] [--repeat 3]
+
+For BERT-like encoders of 24, 48 and 96 layers (bench/encoders.py, the
+`transformer_fp16` recipe): the median seconds of each stage (sanitize,
+upgrade_opset, precision: the real stage code, each reading the file the
+previous one wrote), of the whole path, and of `onnx.load` + `onnx.save` of the
+raw export; the ratio whole path / (load+save), and seconds per node, whose
+flatness across depths says the path grows linearly. trtpipe only (no
+AutoCast), about 1 minute. Issue 16's goal is a ratio <= 3 at every depth.
+
+Decisions:
+- The stages are timed one by one inside each whole-path run (one
+  `perf_counter` per stage) so the per-stage split and the total come from the
+  same runs; `gc.collect()` before each run; load+save is timed in the same
+  loop, interleaved, so both see the same machine load.
+- The ratio is also given in CPU time of the process (`process_time`, every
+  thread): on a shared machine whose other jobs take the cores, wall times of
+  the same run can double while CPU times move far less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.cases import encoder_case, prepare_case
+from bench.converters import load_save
+
+LAYERS = (24, 48, 96)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, nargs="*", default=list(LAYERS))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="trtpipe-whole-path-") as tmp:
+        for layers in args.layers:
+            case = prepare_case(encoder_case(layers), Path(tmp) / f"encoder-{layers}")
+            rows.append(_measure(case, Path(tmp) / f"encoder-{layers}", args.repeat))
+            print(f"  encoder-{layers}: done", flush=True)
+    _print(rows)
+    return 0
+
+
+def _measure(case, work_dir: Path, repeat: int) -> dict:
+    import onnx
+
+    stages = {name: [] for name in case.stage_configs}
+    totals, io, cpu_totals, cpu_io = [], [], [], []
+    for rep in range(repeat):
+        gc.collect()
+        start, cpu = time.perf_counter(), time.process_time()
+        load_save(case.raw_path, work_dir / f"io-{rep}")
+        io.append(time.perf_counter() - start)
+        cpu_io.append(time.process_time() - cpu)
+        gc.collect()
+        cpu = time.process_time()
+        for name, seconds in _whole_path(case, work_dir / f"trtpipe-{rep}").items():
+            stages[name].append(seconds)
+        cpu_totals.append(time.process_time() - cpu)
+        totals.append(sum(stages[name][-1] for name in stages))
+    nodes = len(onnx.load(str(case.raw_path), load_external_data=False).graph.node)
+    return {"model": case.case.name, "nodes": nodes, "load_save": statistics.median(io),
+            "total": statistics.median(totals), "stages": {n: statistics.median(s) for n, s in stages.items()},
+            "cpu_ratio": statistics.median(cpu_totals) / statistics.median(cpu_io)}
+
+
+def _whole_path(case, out_dir: Path) -> dict[str, float]:
+    from trtpipe.stages.precision import PlanPrecision
+    from trtpipe.stages.sanitize import SanitizeModel
+    from trtpipe.stages.upgrade_opset import UpgradeOpset
+
+    classes = {stage.name: stage for stage in (SanitizeModel, UpgradeOpset, PlanPrecision)}
+    seconds, model_path = {}, case.raw_path
+    for name, config in case.stage_configs.items():
+        stage_dir = out_dir / name
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        outcome = classes[name]().run({"model": model_path}, config, stage_dir)
+        seconds[name] = time.perf_counter() - start
+        model_path = stage_dir / outcome.outputs["model"]
+    return seconds
+
+
+def _print(rows: list[dict]) -> None:
+    names = list(rows[0]["stages"])
+    header = (f"{'model':<12}{'nodes':>7} | " + "".join(f"{n:>14}" for n in names)
+              + f"{'whole path':>12}{'load+save':>11}{'ratio':>8}{'ms/node':>9}{'CPU ratio':>11}")
+    print("\nmedian seconds")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r['model']:<12}{r['nodes']:>7} | " + "".join(f"{r['stages'][n]:>14.3f}" for n in names)
+              + f"{r['total']:>12.3f}{r['load_save']:>11.4f}{r['total'] / r['load_save']:>7.1f}x"
+              f"{1e3 * r['total'] / r['nodes']:>9.3f}{r['cpu_ratio']:>10.1f}x")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
