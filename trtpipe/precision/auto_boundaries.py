@@ -31,7 +31,7 @@ Decisions:
 - Tolerated: a tensor read by an op that saturates (Tanh, Sigmoid, Erf: inf
   gives +-1, 0 or 1 as any value beyond 65504 does in FP32), and a tensor that
   overflows only towards -inf (its largest value fits:
-  an additive attention mask of -1e9 or -3.4e38) read by Softmax/LogSoftmax.
+  an additive attention mask of -1e9 or -3.4e38) read by Softmax (not LogSoftmax: -inf stays -inf).
   exp(-inf) is 0, as the reference's exp of the huge negative value is, so the
   consumer stays fp16 (keeping attention's Softmax FP32 would also break
   TensorRT's fused FP16 attention); listed under `tolerated`. A row masked
@@ -56,15 +56,13 @@ from onnx import TensorProto
 from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.precision.auto_range import Observed
 from trtpipe.precision.decisions import FP16_MAX, MATERIALIZE_AS, Decision
-from trtpipe.precision.masked_additions import is_masked_addition
+from trtpipe.precision.masked_additions import NEGATIVE_INF_SAFE, is_masked_addition
 from trtpipe.precision.network import Network
 
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 4
 _MOVABLE_SOURCES = ("default",)
-# Ops for which an input of -inf gives exactly what the huge negative value gives in FP32.
-_NEGATIVE_INF_SAFE = frozenset({"Softmax", "LogSoftmax"})
 # Ops that saturate: +-inf gives exactly what any value beyond 65504 gives in FP32 (+-1, 0 or 1).
 _SATURATING = frozenset({"Tanh", "Sigmoid", "Erf"})
 
@@ -165,7 +163,7 @@ def _tolerated(net: Network, node: str, found: StoredTensor, observed: Observed)
         return False
     if net.op_type(node) in _SATURATING:
         return True
-    return net.op_type(node) in _NEGATIVE_INF_SAFE and observed.highest.get(found.tensor, 0.0) <= FP16_MAX
+    return net.op_type(node) in NEGATIVE_INF_SAFE and observed.highest.get(found.tensor, 0.0) <= FP16_MAX
 
 
 def _entry(node: str, found: StoredTensor, **extra) -> dict:

@@ -94,12 +94,28 @@ def group_decisions(net: Network, groups: dict[str, str], range_found: dict[str,
     moments = moment_tensors(net) if observed is not None and protect == "evidence" else {}
     found: dict[str, tuple[str, float | None]] = {}
     for label, names in members.items():
-        why = _evidence(names, range_found, moments, observed, protect)
+        why = _unmeasured(net, names) or _evidence(names, range_found, moments, observed, protect)
         if why is None:
             continue
         for name in names:
             found[name] = (f"normalization group: {label}: {why}", range_found.get(name, (None, None))[1])
     return found
+
+
+# Fused normalizations whose hidden (x - E[x])^2 neither the range rule (auto_range.py: LayerNormalization,
+# RMSNormalization) nor the emulator (low_precision_norm.py: LayerNormalization) measures.
+UNMEASURED_NORMS = frozenset({"InstanceNormalization", "GroupNormalization"})
+
+
+def _unmeasured(net: Network, names: list[str]) -> str | None:
+    """Decision: no evidence is no proof of safety. Under strong typing TensorRT computes a
+    normalization in its input's type (low_precision_norm.py), so a fused Instance/GroupNorm
+    whose statistics cannot be measured here stays FP32 with its group, as before issue 16."""
+    fused = next((n for n in names if net.op_type(n) in UNMEASURED_NORMS), None)
+    if fused is None:
+        return None
+    return (f"fused {net.op_type(fused)}: its internal (x - E[x])^2 is not measured by the reference run "
+            "nor emulated in FP16, so FP16 is not shown safe")
 
 
 def _evidence(names: list[str], range_found: dict, moments: dict, observed: Observed | None,

@@ -9,7 +9,7 @@ reason). Keeping it FP32 cost two Casts per attention layer.
 
 Decisions:
 - Only `Add` (a Sub would turn a -inf subtrahend into +inf), only when every
-  reader of its output is Softmax/LogSoftmax (on its data input), and only
+  reader of its output is Softmax (on its data input; LogSoftmax keeps -inf), and only
   when the largest value of the output and of every float input fits
   (`highest`, signed, from the reference run): nothing overflows upwards.
 - A row masked entirely gives NaN in FP16 where the reference gives a uniform
@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from trtpipe.precision.network import Network
 
-SOFTMAX_READERS = frozenset({"Softmax", "LogSoftmax"})
+# Readers for which an input of -inf gives exactly what the huge negative value gives in FP32 (0).
+# Not LogSoftmax: it maps -inf to -inf, where the reference is finite (a later 0 * -inf is NaN).
+NEGATIVE_INF_SAFE = frozenset({"Softmax"})
 
 
 def is_masked_addition(net: Network, name: str, highest: dict[str, float], limit: float) -> bool:
@@ -29,7 +31,7 @@ def is_masked_addition(net: Network, name: str, highest: dict[str, float], limit
         return False
     output = node.output[0]
     readers = net.consumers.get(output, [])
-    if not readers or any(net.op_type(r) not in SOFTMAX_READERS or net.nodes[r].input[0] != output for r in readers):
+    if not readers or any(net.op_type(r) not in NEGATIVE_INF_SAFE or net.nodes[r].input[0] != output for r in readers):
         return False
     tensors = [output] + [t for t in node.input if t and net.is_float(t) and t not in net.constants]
     return all(highest.get(t, float("inf")) <= limit for t in tensors)

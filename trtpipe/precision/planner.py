@@ -69,6 +69,10 @@ def plan_precision(
             in_range = {n: found for n, found in in_range.items() if n not in masks}
             if notes is not None:
                 notes["masked_additions"] = sorted(masks)
+            for name in masks:  # the node's own entry says why it stays low precision beyond max_abs
+                if decisions[name].source == "default":
+                    decisions[name].reason = (f"{decisions[name].reason}; additive mask read only by Softmax: "
+                                              f"beyond max_abs only towards -inf (masked_additions.py)")
             _apply_auto(decisions, in_range)
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
         _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence")))

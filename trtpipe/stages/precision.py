@@ -27,7 +27,9 @@ class PlanPrecision(Stage):
     # 14: normalization groups and Softmax FP32 only on evidence (precision.auto.protect), additive masks
     #     read by Softmax stay FP16, fewest Casts by a minimum cut (precision.auto.fewest_casts),
     #     `totals.casts_by_reason`, `fewest_casts` and `masked_additions` in the plan
-    version = "14"
+    # 15: fused Instance/GroupNormalization stay FP32 with their group (statistics not measured);
+    #     an additive mask read by LogSoftmax is not tolerated; the mask Add's reason says why it is FP16
+    version = "15"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.

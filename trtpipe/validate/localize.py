@@ -138,6 +138,7 @@ def localize_results(
     tainted: set[str] = set()  # failed tensors, and unmatched ones computed from them
     nonfinite: set[str] = set()  # the same for non-finite tensors
     tensors, unmatched, origins = [], [], []
+    mask_like = _reaching_softmax_only(candidate_model.graph)
     for index, node in topological_order(candidate_model.graph):
         inputs_failed = any(name in tainted for name in node.input)
         inputs_nonfinite = any(name in nonfinite for name in node.input)
@@ -156,7 +157,8 @@ def localize_results(
                 if inputs_nonfinite:
                     nonfinite.add(name)
                 continue
-            entry = _tensor_error(node, index, name, reference[name], candidate[name], precisions, threshold)
+            entry = _tensor_error(node, index, name, reference[name], candidate[name], precisions, threshold,
+                                  name in mask_like)
             tensors.append(entry)
             if entry.failed:
                 tainted.add(name)
@@ -199,14 +201,14 @@ def _is_float(array) -> bool:
     return np.asarray(array).dtype.kind == "f"
 
 
-def _tensor_error(node, index, name, reference, candidate, precisions, threshold) -> TensorError:
+def _tensor_error(node, index, name, reference, candidate, precisions, threshold, mask_like=False) -> TensorError:
     ref = np.asarray(reference, dtype=np.float64)
     cand = np.asarray(candidate, dtype=np.float64)
     target = np.isfinite(ref)
-    broken = target & ~np.isfinite(cand)
+    saturated = target & (_saturated_with_reference(ref, cand, precisions.get(name)) if mask_like else False)
+    broken = target & ~np.isfinite(cand) & ~saturated
     nonfinite = int(broken.sum())
     scale = float(np.abs(ref[target]).max()) if target.any() else 0.0
-    saturated = _saturated_with_reference(ref, cand, precisions.get(name)) & target & ~broken
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(cand[target & ~saturated] - ref[target & ~saturated])
     max_error = float("inf") if nonfinite else (float(error.max()) if error.size else 0.0)
@@ -225,17 +227,45 @@ def _tensor_error(node, index, name, reference, candidate, precisions, threshold
     )
 
 
+# Ops through which a very negative value reaches Softmax unchanged in effect (a mask's path).
+_MASK_PATH = frozenset({"Add", "Cast"})
+
+
+def _reaching_softmax_only(graph: onnx.GraphProto) -> set[str]:
+    """Tensors every path of which goes through Add/Cast into Softmax (an additive attention mask):
+    there -inf or the range's end gives what the reference's huge negative value gives (0)."""
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in set(node.input):
+            consumers.setdefault(name, []).append(node)
+    outputs = {output.name for output in graph.output}
+    safe: dict[str, bool] = {}
+
+    def reaches(name: str, depth: int = 0) -> bool:
+        if name not in safe:
+            readers = consumers.get(name, [])
+            safe[name] = bool(readers) and name not in outputs and depth < 64 and all(
+                (reader.op_type == "Softmax" and reader.input[0] == name)
+                or (reader.op_type in _MASK_PATH and all(reaches(out, depth + 1) for out in reader.output))
+                for reader in readers)
+        return safe[name]
+
+    return {name for name in consumers if reaches(name)}
+
+
 def _saturated_with_reference(ref: np.ndarray, cand: np.ndarray, precision: str | None) -> np.ndarray:
-    """Decision: a value the reference holds beyond the precision's range (an attention mask's
-    float32 minimum) that the candidate holds at that range's end, with the same sign, is the
-    saturation the precision implies, not an error that grew here: counting it made a mask
+    """Decision: on a tensor that reaches only Softmax through Add/Cast, a value the reference holds
+    below the precision's range (an attention mask's float32 minimum) that the candidate holds at
+    that range's end or at -inf is the saturation the precision implies, not an error that grew
+    here (Softmax gives 0 for both): counting it made a mask
     `Mul` the "first node above the threshold" with error 3.4e38 while the softmax after it
-    gives the same result. Its non-finite form (-inf) is still reported as non-finite."""
+    gives the same result. The same holds for its infinite form (the planner's FP16 mask is
+    -inf, masked_additions.py); NaN, or an inf where the reference is in range, stays an error."""
     largest = LARGEST_VALUE.get(precision or "")
     if largest is None:
         return np.zeros(ref.shape, dtype=bool)
     with np.errstate(invalid="ignore"):
-        return (np.abs(ref) > largest) & (np.abs(cand) >= largest) & (np.sign(ref) == np.sign(cand))
+        return (ref < -largest) & (cand <= -largest)
 
 
 def _finding(entry: TensorError, threshold: float) -> dict:
