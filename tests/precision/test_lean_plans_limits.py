@@ -80,3 +80,49 @@ def test_the_fp16_additive_mask_says_why_and_localisation_does_not_blame_its_min
     errors = {t.node: t for t in found.tensors}
     assert errors["add_mask"].cand_saturated > 0 and errors["add_mask"].cand_nonfinite == 0
     assert found.first is None, found.first
+
+
+def _read_by_three_ifs() -> onnx.ModelProto:
+    """relu(x) read by three Ifs' bodies and by an Exp that a rule keeps FP32."""
+    def branch(name):
+        nodes = [helper.make_node("Mul", ["r", "r"], [f"{name}_a"], name=f"{name}_mul"),
+                 helper.make_node("Relu", [f"{name}_a"], [f"{name}_o"], name=f"{name}_relu")]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_o", TensorProto.FLOAT, [4])])
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Exp", ["r"], ["e"], name="exp"),
+             helper.make_node("Identity", ["e"], ["y0"], name="copy")]
+    nodes += [helper.make_node("If", ["c"], [f"y{i}"], name=f"if{i}", then_branch=branch(f"then{i}"),
+                               else_branch=branch(f"else{i}")) for i in (1, 2, 3)]
+    outputs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [4]) for i in range(4)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+                                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])], outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _all_casts(model: onnx.ModelProto) -> int:
+    def count(graph):
+        return sum(1 if node.op_type == "Cast" else 0 for node in graph.node) + sum(
+            count(attribute.g) for node in graph.node for attribute in node.attribute if attribute.g.node)
+    return count(model.graph)
+
+
+def test_fewest_casts_leaves_producers_of_tensors_read_in_bodies_alone():
+    from tests.precision.models import precision_config
+    from trtpipe.precision.decisions import MATERIALIZE_AS
+    from trtpipe.precision.materialize import materialize
+    from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
+    from trtpipe.precision.planner import plan_precision
+
+    written = {}
+    for fewest in (False, True):
+        model = _read_by_three_ifs()
+        name_nodes_as_parser_does(model)
+        config = precision_config(rules={"e": {"match": "exact", "pattern": "exp", "precision": "fp32"}},
+                                  auto={"max_abs": None, "island_size": 0, "fewest_casts": fewest})
+        decisions, _ = plan_precision(network_from_model(model), config, [], {})
+        mixed, _ = materialize(model, {n: MATERIALIZE_AS[d.precision] for n, d in decisions.items()})
+        onnx.checker.check_model(mixed, full_check=True)
+        written[fewest] = (_all_casts(mixed), decisions["relu"].precision)
+    assert written[True][1] == "fp16"  # moving relu to FP32 would add a Cast in every body
+    assert written[True][0] <= written[False][0], written
