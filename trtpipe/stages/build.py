@@ -200,7 +200,10 @@ def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_di
     (out_dir / LOG).write_text(result.log)
     engine = parse_engine_information(result.inspector_json)
     node_outputs = {name: [t for t in node.output if t] for name, node in parser_names(model.graph.node).items()}
-    rows = audit_engine(plan, engine, node_outputs)
+    graph = model.graph
+    tensors = {t for node in graph.node for t in (*node.input, *node.output) if t} | \
+        {i.name for i in graph.initializer} | {i.name for i in graph.input}
+    rows = audit_engine(plan, engine, node_outputs, tensors)
     document = audit_document(rows, engine)
     (out_dir / AUDIT).write_text(json.dumps(document, indent=2) + "\n")
     (out_dir / TABLE).write_text(audit_table(rows))
