@@ -16,13 +16,16 @@ the AST of trtpipe/trt/*.py:
   unmapped method's result), so a TensorRT access cannot escape the check by its spelling.
 - Names reached through Polygraphy on trtpipe's behalf (a `CreateConfig` keyword sets a
   builder flag) are listed in VIA_POLYGRAPHY, from Polygraphy's backend/trt/config.py.
-The surface files are module-wide, so a member is checked against the whole module and its
-class separately: `engine.get_layer` passes, as INetworkDefinition has `get_layer`. The bindings
-cannot be split per class: pybind11 stores signatures as templates (`({%}, {str}) -> None`,
-the class filled in at import time, so `(self: tensorrt.tensorrt.ICudaEngine, ...)` is in no
-wheel), and the code that registers one class's members is spread over several regions of
-`.text` (10.16.1.11: ICudaEngine's `num_layers` at 0xb74ae, its `get_tensor_profile_shape` at
-0x203a72, next to other classes' names), so string proximity would guess.
+Per class: where NVIDIA/TensorRT publishes the release's binding sources (10.0, 10.8, 10.16,
+11.0; surface/classes/, made by `python -m bench.trt_classes`), a `(Class, member)` use must
+also be a member of that class or its bases (`engine.get_layer` fails: INetworkDefinition's).
+Every member those files list is in the same release's wheel surface (tested), which ties the
+sources to the binaries. 11.4.0.106 has no open sources and is checked module-wide only.
+The wheels alone cannot be split per class: pybind11 stores signatures as templates
+(`({%}, {str}) -> None`, the class filled in at import time, so `(self:
+tensorrt.tensorrt.ICudaEngine, ...)` is in no wheel), and the code that registers one class's
+members is spread over several regions of `.text` (10.16.1.11: ICudaEngine's `num_layers` at
+0xb74ae, its `get_tensor_profile_shape` at 0x203a72, next to other classes' names).
 Reachability: legacy `constraints` mode (builder._apply_plan and what only it passes to
 Polygraphy) needs 10.x; everything else runs on 10.x and 11.x.
 """
@@ -30,6 +33,7 @@ Polygraphy) needs 10.x; everything else runs on 10.x and 11.x.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -40,6 +44,7 @@ from trtpipe.trt.builder import POOL_TYPES
 
 TRT_DIR = Path(trtpipe.trt.__file__).parent
 SURFACE_DIR = TRT_DIR / "surface"
+CLASSES_DIR = SURFACE_DIR / "classes"
 VERSIONS = sorted((p.stem for p in SURFACE_DIR.glob("*.txt")), key=lambda v: tuple(int(x) for x in v.split(".")))
 # (file, function) pairs only the legacy constraints mode reaches (TensorRT 10.x only).
 LEGACY_ONLY = {("builder.py", "_apply_plan")}
@@ -92,14 +97,29 @@ def trtpipe_uses() -> list[Use]:
 def missing_names(uses: list[Use], versions: list[str]) -> list[str]:
     problems = []
     for version in versions:
-        names = surface(version)
+        names, classes = surface(version), class_surface(version)
         for use in uses:
             if use.legacy_only and major(version) >= 11:
                 continue
             absent = [name for name in use.names if name not in names]
             if absent:
                 problems.append(f"{use.where()}: {', '.join(absent)} missing in TensorRT {version}")
+            elif len(use.names) == 2 and classes and not _is_member(classes, *use.names):
+                problems.append(f"{use.where()}: {use.names[1]} is no member of {use.names[0]} in TensorRT {version}")
     return problems
+
+
+def class_surface(version: str) -> dict[str, dict] | None:
+    """Class -> {bases, members} from the release's binding sources (bench/trt_classes.py), if open."""
+    path = CLASSES_DIR / f"{version}.json"
+    return json.loads(path.read_text())["classes"] if path.exists() else None
+
+
+def _is_member(classes: dict[str, dict], owner: str, member: str) -> bool:
+    if owner not in classes:
+        return False
+    return member in classes[owner]["members"] or any(_is_member(classes, base, member)
+                                                      for base in classes[owner]["bases"])
 
 
 def test_the_surface_covers_the_supported_releases():
@@ -184,7 +204,8 @@ def test_aliases_returns_and_polygraphy_attributes_are_followed_and_the_rest_fai
     for names, fragment in [(("IExecutionContext", "no_such_context_member"), "ctx.no_such"),
                             (("ICudaEngine", "no_such_engine_member"), "eng.no_such"),
                             (("NoSuchEnum",), "t.NoSuchEnum"), (("NoSuchEnum2",), "t2.NoSuchEnum2"),
-                            (("NoSuchClass",), "from tensorrt import"), (("NoSuchClass", "MEMBER"), "NoSuchClass.MEMBER"),
+                            (("NoSuchClass",), "from tensorrt import"),
+                            (("NoSuchClass", "MEMBER"), "NoSuchClass.MEMBER"),
                             (("ICudaEngine", "no_such_runner_engine_member"), "runner.engine"),
                             (("ICudaEngine", "create_execution_context"), "ctx = ")]:
         assert names in found and fragment in lines[found[names] - 1], names
@@ -196,3 +217,16 @@ def test_aliases_returns_and_polygraphy_attributes_are_followed_and_the_rest_fai
         "`engine.unmapped_method()` (for .dtype) is unknown"]
     problems = missing_names(_uses_in(tree, "spellings.py"), VERSIONS[:1])
     assert any("(IExecutionContext.no_such_context_member): no_such_context_member missing" in p for p in problems)
+
+
+def test_the_per_class_surfaces_agree_with_the_wheels_and_catch_a_member_of_another_class():
+    with_classes = [v for v in VERSIONS if class_surface(v) is not None]
+    assert {major(v) for v in with_classes} == {10, 11} and VERSIONS[0] in with_classes
+    for version in with_classes:
+        classes, names = class_surface(version), surface(version)
+        assert {m for entry in classes.values() for m in entry["members"]} <= names, version
+        assert set(classes) <= names and _is_member(classes, "IConvolutionLayer", "name")  # inherited from ILayer
+    uses = [Use("runner.py", 3, ("ICudaEngine", "get_layer"), False),
+            Use("parse.py", 4, ("INetworkDefinition", "get_layer"), False)]
+    assert missing_names(uses, VERSIONS) == [f"trtpipe/trt/runner.py:3 (ICudaEngine.get_layer): get_layer is no member "
+                                             f"of ICudaEngine in TensorRT {v}" for v in with_classes]

@@ -130,7 +130,8 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     `../<stage>/<file>`. Elsewhere (build_on_gpu.py with --model) the path relative to the output
     directory, also for a path that merely passes through a folder named `entries` outside a cache
     (no TRTPIPE_CACHE.json at its root). The producing stage is not in this stage's cache key; the
-    same bytes from another stage are published under that stage's name: `key_input_places` puts this path in the key."""
+    same bytes from another stage are published under that stage's name: `key_input_places` puts
+    this path in the key."""
     import os
 
     from trtpipe.runner.cache_dir import CACHE_MARKER
