@@ -6,7 +6,10 @@ Writes tests/trt/data/trtexec_flags.json, which tests/trt/test_trtexec_flags.py 
 generated trtexec commands against. trtexec prints its help from the help() functions of
 samples/common/sampleOptions.cpp: every help line starts with `  --<flag>`; the
 --memPoolSize pools come from its `pool ::=` line, the size unit from its `poolfmt ::=`
-line (`pool:sizeInMiB` up to 10.0: no suffixes), the --profilingVerbosity modes from its line.
+line, what a size's base-2 suffix scales from the parser (10.0: `stringToValue<double>` is
+`std::stod(option) * getUnitMultiplier(option)` and the result is read as MiB, so `1G` is
+2^30 MiB; 10.1+ appends a default `M` and divides by 1 MiB, so `1G` is 1 GiB), the
+--profilingVerbosity modes from its line.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 PATH = "samples/common/sampleOptions.cpp"
 # Release -> the commit of NVIDIA/TensorRT's release (git log --grep=Release).
 RELEASES = {"10.0": "d3107c88", "10.16": "52399f55", "11.0": "771d8efd", "11.1": "82d1dca8"}
+_SUFFIX_IN_BYTES = re.compile(r"stringToValue<double>\(addDefaultUnitSuffixIfNotSpecified\(\w+, 'M'\)\)")
 OUT = Path(__file__).resolve().parents[1] / "tests" / "trt" / "data" / "trtexec_flags.json"
 
 
@@ -40,7 +44,9 @@ def release_facts(repo: Path, short: str) -> dict:
         "flags": sorted(set(re.findall(r'"\s+--([A-Za-z0-9]+)', text))),
         "memPoolSize_pools": re.findall(r'"(\w+)"', re.search(r'pool ::= (.*?)\)"', text).group(1)),
         "memPoolSize_unit": poolfmt,
-        "memPoolSize_suffixes": "sizeInMiB" not in poolfmt,
+        # What `1G` means: "bytes" (1 GiB) where the size gets a default M suffix and is divided by
+        # 1 MiB; "MiB" (2^30 MiB) where the suffix's byte multiplier scales a count read as MiB (10.0).
+        "memPoolSize_suffix_scales": "bytes" if _SUFFIX_IN_BYTES.search(text) else "MiB",
         "profilingVerbosity": verbosity.split("|"),
     }
 

@@ -6,15 +6,26 @@ the AST of trtpipe/trt/*.py:
 - `trt.X`, `trt.X.Y`, `getattr(trt, "X")`, `hasattr(trt.X, "Y")` where `trt`/`tensorrt` is the
   module (a parameter or variable of that name, or `import tensorrt`).
 - Methods and properties called on TensorRT objects, in the files that import TensorRT
-  (`import tensorrt` or `import_tensorrt()`; elsewhere `engine`/`layer` are trtpipe's own
-  parsed-JSON objects). The receiver's class is decided by the
-  variable's name (RECEIVERS) or by the call that produced it (RETURNS), e.g.
-  `layer.get_output(i).dtype` is ITensor.dtype. Polygraphy objects (`runner`, loaders) are not
-  TensorRT objects and are not checked here.
+  (`import tensorrt`, `from tensorrt import`, or `import_tensorrt()`; elsewhere `engine`/`layer`
+  are trtpipe's own parsed-JSON objects), classified by tests/trt/trt_uses.py: the receiver's
+  class comes from its assignment (`ctx = engine.create_execution_context()`, `eng = engine`,
+  `t = trt`, `from tensorrt import X`, `runner.engine`), else from its variable name. The scan
+  is strict: an attribute of a receiver it can neither classify nor find in the documented
+  allow-list of non-TensorRT receivers (NOT_TENSORRT: Python objects, Polygraphy's runner and
+  loaders, trtpipe's dataclasses) fails the test naming file:line (a loop variable `lay`, an
+  unmapped method's result), so a TensorRT access cannot escape the check by its spelling.
 - Names reached through Polygraphy on trtpipe's behalf (a `CreateConfig` keyword sets a
   builder flag) are listed in VIA_POLYGRAPHY, from Polygraphy's backend/trt/config.py.
-The surface files are module-wide (pybind11's strings do not say which class a member
-belongs to), so a member is checked against the whole module and its class separately.
+Per class: where NVIDIA/TensorRT publishes the release's binding sources (10.0, 10.8, 10.16,
+11.0; surface/classes/, made by `python -m bench.trt_classes`), a `(Class, member)` use must
+also be a member of that class or its bases (`engine.get_layer` fails: INetworkDefinition's).
+Every member those files list is in the same release's wheel surface (tested), which ties the
+sources to the binaries. 11.4.0.106 has no open sources and is checked module-wide only.
+The wheels alone cannot be split per class: pybind11 stores signatures as templates
+(`({%}, {str}) -> None`, the class filled in at import time, so `(self:
+tensorrt.tensorrt.ICudaEngine, ...)` is in no wheel), and the code that registers one class's
+members is spread over several regions of `.text` (10.16.1.11: ICudaEngine's `num_layers` at
+0xb74ae, its `get_tensor_profile_shape` at 0x203a72, next to other classes' names).
 Reachability: legacy `constraints` mode (builder._apply_plan and what only it passes to
 Polygraphy) needs 10.x; everything else runs on 10.x and 11.x.
 """
@@ -22,26 +33,19 @@ Polygraphy) needs 10.x; everything else runs on 10.x and 11.x.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+import json
 from pathlib import Path
 
 import pytest
 
 import trtpipe.trt
+from tests.trt.trt_uses import Scanner, Use
 from trtpipe.trt.builder import POOL_TYPES
 
 TRT_DIR = Path(trtpipe.trt.__file__).parent
 SURFACE_DIR = TRT_DIR / "surface"
+CLASSES_DIR = SURFACE_DIR / "classes"
 VERSIONS = sorted((p.stem for p in SURFACE_DIR.glob("*.txt")), key=lambda v: tuple(int(x) for x in v.split(".")))
-MODULE_NAMES = ("trt", "tensorrt")
-# Variable name -> TensorRT class (Python names; the inspector class is `EngineInspector` in every release).
-RECEIVERS = {"network": "INetworkDefinition", "layer": "ILayer", "engine": "ICudaEngine",
-             "inspector": "EngineInspector", "tensor": "ITensor"}
-# Method -> class of what it returns, for chained access.
-RETURNS = {"get_layer": "ILayer", "get_output": "ITensor", "get_input": "ITensor",
-           "create_engine_inspector": "EngineInspector"}
-# Property -> enum class of its value (pybind11 enums have `.name`/`.value`).
-ENUM_PROPERTIES = {"type": "LayerType", "dtype": "DataType", "precision": "DataType"}
 # (file, function) pairs only the legacy constraints mode reaches (TensorRT 10.x only).
 LEGACY_ONLY = {("builder.py", "_apply_plan")}
 # Names Polygraphy touches for trtpipe's CreateConfig/NetworkFromOnnxPath keywords (polygraphy
@@ -72,75 +76,12 @@ def major(version: str) -> int:
     return int(version.split(".")[0])
 
 
-@dataclass(frozen=True)
-class Use:
-    file: str
-    line: int
-    names: tuple[str, ...]  # (class,) or (class, member)
-    legacy_only: bool
-
-    def where(self) -> str:
-        return f"trtpipe/trt/{self.file}:{self.line} ({'.'.join(self.names)})"
-
-
-def _is_module(node: ast.AST) -> bool:
-    return isinstance(node, ast.Name) and node.id in MODULE_NAMES
-
-
-def _class_of(node: ast.AST) -> str | None:
-    """The TensorRT class of an expression's value, when the tables above can tell."""
-    if isinstance(node, ast.Name):
-        return RECEIVERS.get(node.id)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RETURNS:
-        if _class_of(node.func.value) is not None:
-            return RETURNS[node.func.attr]
-    if isinstance(node, ast.Attribute) and node.attr in ENUM_PROPERTIES and _class_of(node.value) is not None:
-        return ENUM_PROPERTIES[node.attr]
-    if isinstance(node, ast.Attribute) and _is_module(node.value) and not node.attr.startswith("__"):
-        return node.attr  # trt.X used as a value: X is a class or enum
-    return None
-
-
-def uses_tensorrt(tree: ast.AST) -> bool:
-    """A file that imports `tensorrt` or calls `import_tensorrt()`: only there are `engine`, `layer`... TensorRT's."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "tensorrt" for a in node.names):
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "import_tensorrt":
-            return True
-    return False
-
-
 def _uses_in(tree: ast.AST, file: str) -> list[Use]:
-    uses: list[Use] = []
-    receivers = uses_tensorrt(tree)
+    return Scanner(file, LEGACY_ONLY).scan(tree).uses
 
-    def visit(node: ast.AST, legacy: bool) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            legacy = legacy or (file, node.name) in LEGACY_ONLY
-        if isinstance(node, ast.Attribute) and not node.attr.startswith("__"):
-            if _is_module(node.value):
-                uses.append(Use(file, node.lineno, (node.attr,), legacy))
-            elif receivers:
-                owner = _class_of(node.value)
-                if owner is not None and not (owner in ENUM_PROPERTIES.values() and node.attr in ("name", "value")):
-                    uses.append(Use(file, node.lineno, (owner, node.attr), legacy))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
-                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
-            target, name = node.args[0], node.args[1].value
-            if name.startswith("__"):
-                pass  # the module's own __version__, not a binding
-            elif _is_module(target):
-                uses.append(Use(file, node.lineno, (name,), legacy))
-            elif isinstance(target, ast.Attribute) and _is_module(target.value):
-                uses.append(Use(file, node.lineno, (target.attr, name), legacy))
-            elif receivers and _class_of(target) is not None:
-                uses.append(Use(file, node.lineno, (_class_of(target), name), legacy))
-        for child in ast.iter_child_nodes(node):
-            visit(child, legacy)
 
-    visit(tree, False)
-    return uses
+def unknown_receivers(tree: ast.AST, file: str) -> list[str]:
+    return Scanner(file, LEGACY_ONLY).scan(tree).unknown
 
 
 def trtpipe_uses() -> list[Use]:
@@ -156,14 +97,29 @@ def trtpipe_uses() -> list[Use]:
 def missing_names(uses: list[Use], versions: list[str]) -> list[str]:
     problems = []
     for version in versions:
-        names = surface(version)
+        names, classes = surface(version), class_surface(version)
         for use in uses:
             if use.legacy_only and major(version) >= 11:
                 continue
             absent = [name for name in use.names if name not in names]
             if absent:
                 problems.append(f"{use.where()}: {', '.join(absent)} missing in TensorRT {version}")
+            elif len(use.names) == 2 and classes and not _is_member(classes, *use.names):
+                problems.append(f"{use.where()}: {use.names[1]} is no member of {use.names[0]} in TensorRT {version}")
     return problems
+
+
+def class_surface(version: str) -> dict[str, dict] | None:
+    """Class -> {bases, members} from the release's binding sources (bench/trt_classes.py), if open."""
+    path = CLASSES_DIR / f"{version}.json"
+    return json.loads(path.read_text())["classes"] if path.exists() else None
+
+
+def _is_member(classes: dict[str, dict], owner: str, member: str) -> bool:
+    if owner not in classes:
+        return False
+    return member in classes[owner]["members"] or any(_is_member(classes, base, member)
+                                                      for base in classes[owner]["bases"])
 
 
 def test_the_surface_covers_the_supported_releases():
@@ -209,3 +165,68 @@ def test_the_test_double_exposes_no_tensorrt_name_the_bindings_lack(file):
     imports = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert not any("tensorrt" == (getattr(n, "module", None) or "") or
                    any(a.name.split(".")[0] == "tensorrt" for a in n.names) for n in imports)
+
+
+def test_every_attribute_in_the_tensorrt_files_has_a_receiver_the_scan_can_classify():
+    unknown = [problem for path in sorted(TRT_DIR.glob("*.py"))
+               for problem in unknown_receivers(ast.parse(path.read_text()), path.name)]
+    assert unknown == []
+
+
+SPELLINGS = '''
+import tensorrt
+import tensorrt as t2
+from tensorrt import NoSuchClass
+
+
+def run(engine, layers, runner):
+    ctx = engine.create_execution_context()
+    ctx.no_such_context_member
+    eng = engine
+    eng.no_such_engine_member
+    t = tensorrt
+    t.NoSuchEnum
+    t2.NoSuchEnum2
+    NoSuchClass.MEMBER
+    runner.engine.no_such_runner_engine_member
+    for lay in layers:
+        lay.precision
+    engine.unmapped_method().dtype
+    engine = runner
+    engine.set_profile(0)
+'''
+
+
+def test_aliases_returns_and_polygraphy_attributes_are_followed_and_the_rest_fails():
+    tree = ast.parse(SPELLINGS)
+    found = {use.names: use.line for use in _uses_in(tree, "spellings.py")}
+    lines = SPELLINGS.splitlines()
+    for names, fragment in [(("IExecutionContext", "no_such_context_member"), "ctx.no_such"),
+                            (("ICudaEngine", "no_such_engine_member"), "eng.no_such"),
+                            (("NoSuchEnum",), "t.NoSuchEnum"), (("NoSuchEnum2",), "t2.NoSuchEnum2"),
+                            (("NoSuchClass",), "from tensorrt import"),
+                            (("NoSuchClass", "MEMBER"), "NoSuchClass.MEMBER"),
+                            (("ICudaEngine", "no_such_runner_engine_member"), "runner.engine"),
+                            (("ICudaEngine", "create_execution_context"), "ctx = ")]:
+        assert names in found and fragment in lines[found[names] - 1], names
+    assert ("ICudaEngine", "set_profile") not in found  # `engine` rebound to Polygraphy's runner
+    assert unknown_receivers(tree, "spellings.py") == [
+        f"trtpipe/trt/spellings.py:{lines.index('        lay.precision') + 1}: the TensorRT class of `lay` "
+        "(for .precision) is unknown",
+        f"trtpipe/trt/spellings.py:{lines.index('    engine.unmapped_method().dtype') + 1}: the TensorRT class of "
+        "`engine.unmapped_method()` (for .dtype) is unknown"]
+    problems = missing_names(_uses_in(tree, "spellings.py"), VERSIONS[:1])
+    assert any("(IExecutionContext.no_such_context_member): no_such_context_member missing" in p for p in problems)
+
+
+def test_the_per_class_surfaces_agree_with_the_wheels_and_catch_a_member_of_another_class():
+    with_classes = [v for v in VERSIONS if class_surface(v) is not None]
+    assert {major(v) for v in with_classes} == {10, 11} and VERSIONS[0] in with_classes
+    for version in with_classes:
+        classes, names = class_surface(version), surface(version)
+        assert {m for entry in classes.values() for m in entry["members"]} <= names, version
+        assert set(classes) <= names and _is_member(classes, "IConvolutionLayer", "name")  # inherited from ILayer
+    uses = [Use("runner.py", 3, ("ICudaEngine", "get_layer"), False),
+            Use("parse.py", 4, ("INetworkDefinition", "get_layer"), False)]
+    assert missing_names(uses, VERSIONS) == [f"trtpipe/trt/runner.py:3 (ICudaEngine.get_layer): get_layer is no member "
+                                             f"of ICudaEngine in TensorRT {v}" for v in with_classes]

@@ -59,3 +59,14 @@ def test_the_file_has_one_command_per_major_and_marks_the_one_in_use():
     assert eleven == trtexec_args(11, OPTIONS, tiny_plan(), timing_cache="t.cache")
     deferred = trtexec_file(OPTIONS, tiny_plan(), in_use=None, model_sha256="ab" * 32)
     assert "TensorRT in use: none (the build was deferred)" in deferred and "<- in use" not in deferred
+
+
+def test_a_tactic_dram_limit_trtexec_cannot_express_is_named_in_a_comment():
+    text = trtexec_file(OPTIONS, tiny_plan(), in_use=None, model_sha256="ab" * 32)
+    comments = [line for line in text.splitlines() if "tactic_dram" in line]
+    assert comments == ["# Not expressible with trtexec (no --memPoolSize pool): "
+                        f"build.memory_pool_limits.tactic_dram={2**30} bytes; trtpipe's build sets it, "
+                        "these commands leave that pool unlimited."]
+    assert not any("tactic_dram" in arg or "tacticDram" in arg for command in commands_in(text) for arg in command)
+    without = BuildOptions(profiles=(PROFILE,), memory_pool_limits={"workspace": 2**30})
+    assert "Not expressible" not in trtexec_file(without, tiny_plan(), in_use=None, model_sha256="ab" * 32)

@@ -39,7 +39,7 @@ def check(command: list[str], release: str) -> list[str]:
                 pool, _, size = spec.partition(":")
                 if pool not in facts["memPoolSize_pools"]:
                     problems.append(f"pool {pool} unknown to trtexec {release}")
-                float(size)  # MiB, no suffix: the only form trtexec 10.0 reads
+                float(size)  # MiB, no suffix: 10.0 would read `1G` as 2^30 MiB, 10.1+ as 1 GiB
         if flag == "profilingVerbosity" and value not in facts["profilingVerbosity"]:
             problems.append(f"--profilingVerbosity={value} unknown to trtexec {release}")
     return problems
@@ -50,7 +50,9 @@ def test_the_recorded_help_texts_are_the_releases_trtpipe_supports():
     assert FLAGS["source"]["repository"] == "NVIDIA/TensorRT"
     assert "fp16" in RELEASES["10.16"]["flags"] and "fp16" not in RELEASES["11.0"]["flags"]
     assert "precisionConstraints" not in RELEASES["11.1"]["flags"] and "noTF32" in RELEASES["11.1"]["flags"]
-    assert not RELEASES["10.0"]["memPoolSize_suffixes"] and RELEASES["10.16"]["memPoolSize_suffixes"]
+    # 10.0: std::stod(option) * getUnitMultiplier(option), read as MiB (1G = 2^30 MiB); 10.1+: bytes.
+    assert RELEASES["10.0"]["memPoolSize_suffix_scales"] == "MiB"
+    assert {RELEASES[v]["memPoolSize_suffix_scales"] for v in ("10.16", "11.0", "11.1")} == {"bytes"}
 
 
 @pytest.mark.parametrize("mode", sorted(OPTIONS))

@@ -40,7 +40,9 @@ class BuildEngine(Stage):
     # 3: trtexec.txt names the model where the run directory publishes it (../precision/model.onnx),
     #    pool sizes in MiB (trtexec 10.0 has no size suffixes); parser_support.json gains `plan_precision`
     #    (planned FP16/BF16 op types the parser's type list lacks).
-    version = "3"
+    # 4: a cache entry's model is recognised by the cache marker (not any path through `entries/`);
+    #    trtexec.txt names a tactic_dram limit trtexec cannot express in a comment.
+    version = "4"
     consumes = ("model", "plan")
     # Always; engine, layer_info, audit, build_log when an engine was built.
     produces = ("trtexec", "parser_support")
@@ -126,12 +128,19 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     Decision: the runner hands the stage its cache entry's file (`<cache>/entries/<stage>/<key>/<file>`)
     and publishes it in the run directory as `<stage>/<file>`, so from `build/` it is
     `../<stage>/<file>`. Elsewhere (build_on_gpu.py with --model) the path relative to the output
-    directory. The producing stage is not in this stage's cache key; the same bytes from another stage
-    are published under that stage's name: `key_input_places` puts this path in the key."""
+    directory, also for a path that merely passes through a folder named `entries` outside a cache
+    (no TRTPIPE_CACHE.json at its root). The producing stage is not in this stage's cache key; the
+    same bytes from another stage are published under that stage's name: `key_input_places` puts
+    this path in the key."""
     import os
 
-    parts = Path(model).parts
-    if len(parts) >= 4 and parts[-4] == "entries":
+    from trtpipe.runner.cache_dir import CACHE_MARKER
+
+    model = Path(model).absolute()
+    parts = model.parts
+    # Only a real cache entry: `entries` under a root that holds the cache marker (any folder may be
+    # called `entries`: its `../<stage>/<file>` would name a file the run directory never publishes).
+    if len(parts) >= 5 and parts[-4] == "entries" and (Path(*parts[:-4]) / CACHE_MARKER).is_file():
         return f"../{parts[-3]}/{parts[-1]}"
     return Path(os.path.relpath(Path(model).absolute(), Path(out_dir).absolute())).as_posix()
 
@@ -192,7 +201,10 @@ def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_di
     (out_dir / LOG).write_text(result.log)
     engine = parse_engine_information(result.inspector_json)
     node_outputs = {name: [t for t in node.output if t] for name, node in parser_names(model.graph.node).items()}
-    rows = audit_engine(plan, engine, node_outputs)
+    graph = model.graph
+    tensors = {t for node in graph.node for t in (*node.input, *node.output) if t} | \
+        {i.name for i in graph.initializer} | {i.name for i in graph.input}
+    rows = audit_engine(plan, engine, node_outputs, tensors)
     document = audit_document(rows, engine)
     (out_dir / AUDIT).write_text(json.dumps(document, indent=2) + "\n")
     (out_dir / TABLE).write_text(audit_table(rows))

@@ -18,11 +18,11 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from trtpipe.trt.inspector_json import FLOAT_DTYPES, LOW_DTYPES, EngineInfo, EngineLayer
-from trtpipe.trt.layer_names import nodes_of_layer
+from trtpipe.trt.layer_names import layer_mapper
 
 AUDIT_FORMAT = 1
 AUDITED_PRECISIONS = ("fp32",)
@@ -40,14 +40,18 @@ class AuditRow:
     evidence: str  # which tensors or layers the realised precision was read from
 
 
-def audit_engine(plan: Mapping, engine: EngineInfo,
-                 node_outputs: Mapping[str, Sequence[str]] | None = None) -> list[AuditRow]:
-    """One row per plan node planned in FP32, in plan order."""
+def audit_engine(plan: Mapping, engine: EngineInfo, node_outputs: Mapping[str, Sequence[str]] | None = None,
+                 tensors: Collection[str] | None = None) -> list[AuditRow]:
+    """One row per plan node planned in FP32, in plan order. `tensors`: the model's tensor and
+    initializer names (a layer named after one is not `<node>_<N>`); by default the node outputs."""
     planned = [n for n in plan.get("nodes", []) if n.get("precision") in AUDITED_PRECISIONS]
     names = {n["name"] for n in plan.get("nodes", [])}
+    if tensors is None:
+        tensors = {t for outputs in (node_outputs or {}).values() for t in outputs}
+    mapped = layer_mapper(names, set(tensors))
     carriers: dict[str, list[EngineLayer]] = {}
     for layer in engine.layers:
-        for node in nodes_of_layer(layer.name, layer.metadata, names):
+        for node in mapped(layer.name, layer.metadata):
             carriers.setdefault(node, []).append(layer)
     produced = {t.name: t.dtype for layer in engine.layers for t in layer.outputs}
     return [_row(n, carriers.get(n["name"], []), produced, (node_outputs or {}).get(n["name"], ()))

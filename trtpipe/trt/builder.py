@@ -112,7 +112,8 @@ def _apply_plan(network, plan: Mapping, trt, notes: list[str]):
     views = [LayerView(name=layer.name, metadata=getattr(layer, "metadata", None), layer_type=layer.type.name,
                        output_dtypes=tuple(dtypes.get(layer.get_output(i).dtype) for i in range(layer.num_outputs)))
              for layer in layers]
-    constraints, unmapped = legacy_constraints(views, plan)
+    tensors = {layer.get_output(i).name for layer in layers for i in range(layer.num_outputs)}
+    constraints, unmapped = legacy_constraints(views, plan, tensors)
     types = {"fp32": trt.float32, "fp16": trt.float16, "bf16": getattr(trt, "bfloat16", None)}
     for layer in layers:
         constraint = constraints.get(layer.name)

@@ -24,17 +24,28 @@ Facts (verified in onnx-tensorrt and TensorRT sources, cited where used):
   ends are known to be inside, so only they are mapped (the members between are not
   guessed). `Reformatting CopyNode for ... to X` layers are TensorRT's format
   conversions: they implement no node (X is the layer they feed).
+- Parts that are not layers of a node also appear in fused names: constants named after
+  their initializer (`features.0.0.weight`, TF's `.../ReadVariableOp:0`) and layers
+  TensorRT created unnamed (`(Unnamed Layer* 12) [Shuffle]`).
+
+Decisions:
+- A part maps to a node by its exact name; by the `<node>_<N>` rule only when that is
+  unambiguous: the part is no tensor or initializer name of the model (exporters that
+  name nodes after their outputs make `<tensor>_<N>` look like `<node>_<N>`) and no other
+  node is named `<node>_<digits>` (then `<node>_<N>` may just as well be a node the model
+  no longer has). An `(Unnamed Layer* N)` part is never mapped, whatever the model's names.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Collection, Container, Iterable, Mapping
 
 _METADATA_ENTRY = re.compile(r"\[ONNX Layer: (.*?)(?: \| [^\]]*)?\]")
 _SUFFIX = re.compile(r"^(.*)_(\d+)$")
 _REFORMAT = re.compile(r"^Reformatting CopyNode for (Input|Output) Tensor \d+ to ")
 _FOREIGN = re.compile(r"^\{ForeignNode\[(.*)\]\}$", re.DOTALL)
+_UNNAMED = re.compile(r"^\(Unnamed Layer\* \d+\)")
 
 
 def onnx_nodes_in_metadata(metadata: str | None) -> list[str]:
@@ -48,20 +59,53 @@ def onnx_nodes_in_metadata(metadata: str | None) -> list[str]:
     return names
 
 
-def nodes_of_layer(name: str, metadata: str | None, nodes: Container[str]) -> list[str]:
+def nodes_of_layer(name: str, metadata: str | None, nodes: Collection[str],
+                   tensors: Container[str] | None = None) -> list[str]:
     """The ONNX nodes a layer implements: from its metadata, else from its name
-    (`<node>` or `<node>_<N>`); [] for a helper layer that names no node."""
-    listed = onnx_nodes_in_metadata(metadata)
-    if listed:
-        return listed
-    if name in nodes:
-        return [name]  # a node whose own name looks fused is itself
-    found: list[str] = []
-    for part in name_parts(name):
-        node = _node_named(part, nodes)
-        if node is not None and node not in found:
-            found.append(node)
-    return found
+    (`<node>` or `<node>_<N>`); [] for a helper layer that names no node.
+
+    `tensors`: the model's tensor and initializer names; by default those the nodes read and
+    write when `nodes` maps names to ONNX nodes, else none known. For many layers, use layer_mapper."""
+    return layer_mapper(nodes, tensors)(name, metadata)
+
+
+def layer_mapper(nodes: Collection[str], tensors: Container[str] | None = None):
+    """nodes_of_layer for one model, its name tables built once: (name, metadata) -> nodes."""
+    tensors = model_tensors(nodes) if tensors is None else tensors
+    self_suffixed = {m.group(1) for m in map(_SUFFIX.match, nodes) if m}  # bases of nodes named <base>_<N>
+
+    def node_named(part: str) -> str | None:
+        if _UNNAMED.match(part):
+            return None  # a layer TensorRT made without a name implements no node we can name
+        if part in nodes:
+            return part
+        suffixed = _SUFFIX.match(part)
+        if not suffixed or suffixed.group(1) not in nodes or part in tensors:
+            return None
+        # The model itself names nodes <base>_<digits>: <base>_<N> may be one it no longer has.
+        return None if suffixed.group(1) in self_suffixed else suffixed.group(1)
+
+    def mapped(name: str, metadata: str | None) -> list[str]:
+        listed = onnx_nodes_in_metadata(metadata)
+        if listed:
+            return listed
+        if name in nodes and not _UNNAMED.match(name):
+            return [name]  # a node whose own name looks fused is itself
+        found: list[str] = []
+        for part in name_parts(name):
+            node = node_named(part)
+            if node is not None and node not in found:
+                found.append(node)
+        return found
+
+    return mapped
+
+
+def model_tensors(nodes: Collection[str]) -> set[str]:
+    """The tensor names (initializers included) the nodes of a name -> NodeProto mapping read and write."""
+    if not isinstance(nodes, Mapping):
+        return set()
+    return {t for node in nodes.values() for t in (*getattr(node, "input", ()), *getattr(node, "output", ())) if t}
 
 
 def name_parts(name: str) -> list[str]:
@@ -81,15 +125,6 @@ def name_parts(name: str) -> list[str]:
     return [name]
 
 
-def _node_named(part: str, nodes: Container[str]) -> str | None:
-    if part in nodes:
-        return part
-    suffixed = _SUFFIX.match(part)
-    if suffixed and suffixed.group(1) in nodes:
-        return suffixed.group(1)
-    return None
-
-
 def _split_top(text: str, separator: str) -> list[str]:
     """`text` split on `separator` outside brackets."""
     pieces, depth, start, index = [], 0, 0, 0
@@ -107,10 +142,12 @@ def _split_top(text: str, separator: str) -> list[str]:
     return pieces
 
 
-def layers_by_node(layers: Iterable[tuple[str, str | None]], nodes: Container[str]) -> dict[str, list[str]]:
+def layers_by_node(layers: Iterable[tuple[str, str | None]], nodes: Collection[str],
+                   tensors: Container[str] | None = None) -> dict[str, list[str]]:
     """ONNX node -> names of the layers (in order) that carry it."""
+    mapped = layer_mapper(nodes, tensors)
     carried: dict[str, list[str]] = {}
     for name, metadata in layers:
-        for node in nodes_of_layer(name, metadata, nodes):
+        for node in mapped(name, metadata):
             carried.setdefault(node, []).append(name)
     return carried

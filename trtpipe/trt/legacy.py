@@ -16,10 +16,10 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from trtpipe.trt.layer_names import nodes_of_layer
+from trtpipe.trt.layer_names import layer_mapper
 
 CONSTRAINED = ("fp32", "bf16", "fp16")  # in order of preference when a layer carries several nodes
 FLOAT_TYPES = ("fp32", "fp16", "bf16")
@@ -41,15 +41,18 @@ class Constraint:
     nodes: tuple[str, ...]
 
 
-def legacy_constraints(layers: Sequence[LayerView], plan: Mapping) -> tuple[dict[str, Constraint], list[str]]:
-    """(layer name -> constraint, names of layers that map to no plan node)."""
+def legacy_constraints(layers: Sequence[LayerView], plan: Mapping,
+                       tensors: Collection[str] = ()) -> tuple[dict[str, Constraint], list[str]]:
+    """(layer name -> constraint, names of layers that map to no plan node). `tensors`: the network's
+    tensor names (a layer named after one is not read as `<node>_<N>`, see layer_names)."""
     planned = {n["name"]: n["precision"] for n in plan.get("nodes", [])}
+    mapped = layer_mapper(planned.keys(), set(tensors))
     constraints: dict[str, Constraint] = {}
     unmapped: list[str] = []
     for layer in layers:
         if layer.layer_type.upper() in SKIPPED_LAYER_TYPES:
             continue
-        nodes = [n for n in nodes_of_layer(layer.name, layer.metadata, planned) if n in planned]
+        nodes = [n for n in mapped(layer.name, layer.metadata) if n in planned]
         if not nodes:
             unmapped.append(layer.name)
             continue

@@ -11,9 +11,15 @@ MiB by default), --noTF32, --stronglyTyped, --precisionConstraints=obey,
 11.0 and 11.1 (tests/trt/data/trtexec_flags.json, tests/trt/test_trtexec_flags.py).
 
 Decision: pool sizes are written in MiB without a suffix (`workspace:1024`,
-`tacticSharedMem:0.046875`): trtexec 10.0 reads `pool:sizeInMiB` as a double and has no
-suffixes (`1G` would silently be 1 MiB, as std::stod stops at the G); 10.1+ takes
-suffixes but still defaults to MiB and accepts decimals, rounding down to whole bytes.
+`tacticSharedMem:0.046875`), the one form every release reads alike: trtexec 10.0 reads
+`pool:sizeInMiB` with `stringToValue<double>`, which is `std::stod(option) *
+getUnitMultiplier(option)`, and then treats the result as MiB, so `1G` would be 2^30 MiB
+(1 PiB) there; 10.1+ appends a default `M` and divides by 1 MiB, so `1G` is 1 GiB. Both
+accept decimals, rounded down to whole bytes.
+
+Decision: the `tactic_dram` pool (MemoryPoolType.TACTIC_DRAM) has no trtexec flag; a limit on
+it is named in a comment of the file (build.memory_pool_limits.tactic_dram) instead of being
+dropped silently.
 
 TensorRT 11.x (migration guide "Migrating trtexec Usage from TensorRT 10.x to 11.x"):
 --fp16/--bf16/--int8/--best are removed, --stronglyTyped is no longer needed (always on),
@@ -34,7 +40,8 @@ from collections.abc import Mapping
 
 from trtpipe.trt.seam import BuildOptions
 
-# trtpipe's pool names (TensorRT's MemoryPoolType, lower case) -> trtexec's. TACTIC_DRAM has no flag.
+# trtpipe's pool names (TensorRT's MemoryPoolType, lower case) -> trtexec's. TACTIC_DRAM has no flag
+# (`pool ::=` of every recorded --memPoolSize help line): see unexpressible_pools.
 TRTEXEC_POOLS = {
     "workspace": "workspace",
     "dla_managed_sram": "dlaSRAM",
@@ -88,6 +95,9 @@ def trtexec_file(options: BuildOptions, plan: Mapping, *, in_use: str | None, mo
     ]
     if options.timing_cache is not None or timing_cache:
         lines.append("# The timing cache file is kept by trtpipe under <cache.dir>/timing_cache/.")
+    for pool, size in unexpressible_pools(options).items():
+        lines.append(f"# Not expressible with trtexec (no --memPoolSize pool): build.memory_pool_limits.{pool}="
+                     f"{size} bytes; trtpipe's build sets it, these commands leave that pool unlimited.")
     for major in MAJORS:
         marker = "  <- in use" if major == in_use_major else ""
         lines += ["", f"# TensorRT {major}.x{marker}"]
@@ -103,6 +113,11 @@ def trtexec_file(options: BuildOptions, plan: Mapping, *, in_use: str | None, mo
         args = trtexec_args(major, options, plan, model=model, timing_cache=timing_cache, float_outputs=float_outputs)
         lines.append(" \\\n    ".join(shlex.quote(arg) for arg in args))
     return "\n".join(lines) + "\n"
+
+
+def unexpressible_pools(options: BuildOptions) -> dict[str, int]:
+    """The memory pool limits trtexec has no --memPoolSize pool for (TACTIC_DRAM), in bytes."""
+    return {name: size for name, size in options.memory_pool_limits.items() if name not in TRTEXEC_POOLS}
 
 
 def _legacy_precision_args(plan: Mapping, float_outputs: Mapping[str, int]) -> list[str]:
