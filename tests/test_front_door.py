@@ -4,6 +4,7 @@ that makes it fast (no Hydra for --help, one composition per run, matplotlib onl
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -110,3 +111,44 @@ def test_importing_the_cli_imports_no_plotting_and_no_hydra(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_recipe_that_sets_multirun_sweeps_as_hydra_main_would(tmp_path):
+    """A recipe's `hydra.mode: MULTIRUN` (with sweeper params) is a sweep, not one run."""
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "mysweep.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - fp32\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
+        "      sanitize.toposort: true,false\n")
+    env = {"TRTPIPE_CACHE": str(tmp_path / "cache"), "TRTPIPE_RECIPES": str(recipes)}
+    done = trtpipe_cmd("+recipe=mysweep", "stages=[sanitize]", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                       f"hydra.run.dir={tmp_path / 'single'}", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    toposorts = {json.loads((tmp_path / "sweep" / job / "manifest.json").read_text())["config"]["sanitize"]["toposort"]
+                 for job in ("0", "1")}
+    assert toposorts == {True, False}
+    assert not (tmp_path / "single").exists()
+
+
+def test_a_single_run_records_the_hydra_config_hydra_main_would(tmp_path):
+    """The one-composition path is Hydra 1.3's RUN path: same .hydra/hydra.yaml (version_base 1.3),
+    and `hydra.job.chdir=null` neither warns nor changes directory (Hydra 1.1 would)."""
+    import yaml
+
+    env = {"TRTPIPE_CACHE": str(tmp_path / "cache")}
+    written = {}
+    for name, extra in (("single", ()), ("hydra_main", ("hydra.mode=RUN",))):  # hydra.mode=...: hydra.main
+        done = trtpipe_cmd("stages=[sanitize]", "hydra.job.chdir=null", f"hydra.run.dir={tmp_path / name}", *extra,
+                           cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "chdir" not in done.stderr
+        manifest = (tmp_path / name / "manifest.json")
+        assert manifest.is_file() and not (tmp_path / name / name).exists()
+        written[name] = yaml.safe_load((tmp_path / name / ".hydra" / "hydra.yaml").read_text())["hydra"]
+    single, main = written["single"], written["hydra_main"]
+    assert single["runtime"]["version_base"] == "1.3"
+    for record in (single, main):  # the run-specific values
+        record["run"].pop("dir")
+        record["runtime"].pop("output_dir")
+        record["overrides"]["hydra"] = [o for o in record["overrides"]["hydra"] if not o.startswith("hydra.run.dir=")]
+    assert single == main

@@ -133,9 +133,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     try:
         from trtpipe.single_run import is_single_run, run_single
 
-        if is_single_run(sys.argv[1:]):
-            run_single(config_dir, task, sys.argv[1:])
-        else:
+        # A config whose hydra.mode is a sweep (a recipe's `hydra.mode: MULTIRUN`) goes to hydra.main.
+        if not (is_single_run(sys.argv[1:]) and run_single(config_dir, task, sys.argv[1:])):
             hydra.main(config_path=str(config_dir), config_name="config", version_base="1.3")(task)()
     except (HydraException, OmegaConfBaseException) as error:
         if exit_codes:  # raised after a job ran: not a config error of the user's
