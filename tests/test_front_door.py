@@ -152,3 +152,12 @@ def test_a_single_run_records_the_hydra_config_hydra_main_would(tmp_path):
         record["runtime"].pop("output_dir")
         record["overrides"]["hydra"] = [o for o in record["overrides"]["hydra"] if not o.startswith("hydra.run.dir=")]
     assert single == main
+
+
+def test_help_and_version_report_a_user_error_in_one_line(tmp_path):
+    """A bad TRTPIPE_RECIPES met by --help is the usual one-line error with its Fix, exit 2."""
+    for flag in ("--help", "-h"):
+        done = trtpipe_cmd(flag, cwd=tmp_path, env={"TRTPIPE_RECIPES": str(tmp_path / "nonexistent")})
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("trtpipe: error: TRTPIPE_RECIPES") and "Fix:" in done.stderr
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr

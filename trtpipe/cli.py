@@ -44,16 +44,17 @@ def main() -> None:
             switches[OWN_FLAGS[arg]] = True
         else:
             argv.append(arg)
-    if switches["quiet"] and not any(a.startswith("hydra.hydra_logging.root.level=") for a in argv):
-        argv.append("hydra.hydra_logging.root.level=WARNING")  # no `[HYDRA] Launching 2 jobs` on stdout
+    if switches["quiet"] and not any(a.lstrip("+").startswith("hydra.hydra_logging.root.level=") for a in argv):
+        # No `[HYDRA] Launching 2 jobs` on stdout. `++`: also with hydra/hydra_logging=none (no root key).
+        argv.append("++hydra.hydra_logging.root.level=WARNING")
     sys.argv[1:] = argv
-    if {"--help", "-h", "--version"} & set(argv):
-        from trtpipe.cli_help import help_text, version_text
-
-        print(version_text() if "--version" in argv else help_text())
-        sys.exit(EXIT_OK)
     install_sigterm_handler()
     try:
+        if {"--help", "-h", "--version"} & set(argv):  # inside: a bad TRTPIPE_RECIPES is one line, exit 2
+            from trtpipe.cli_help import help_text, version_text
+
+            print(version_text() if "--version" in argv else help_text())
+            sys.exit(EXIT_OK)
         from trtpipe.config.completion import completion_output
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
