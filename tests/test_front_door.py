@@ -161,3 +161,20 @@ def test_help_and_version_report_a_user_error_in_one_line(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("trtpipe: error: TRTPIPE_RECIPES") and "Fix:" in done.stderr
         assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_version_finds_a_tool_installed_under_another_distribution_name(tmp_path):
+    """TensorRT installed as tensorrt-cu12 (onnxruntime as onnxruntime-gpu): `import tensorrt` works,
+    so --version must name its version, not 'not installed'."""
+    site = tmp_path / "site"
+    info = site / "tensorrt_cu12-10.8.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorrt-cu12\nVersion: 10.8.0\n")
+    (info / "top_level.txt").write_text("tensorrt\n")
+    (site / "tensorrt").mkdir()
+    (site / "tensorrt" / "__init__.py").write_text("")
+    pythonpath = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    done = trtpipe_cmd("--version", cwd=tmp_path, env={"PYTHONPATH": pythonpath})
+    assert done.returncode == 0, done.stderr
+    tools = dict(line.split(None, 1) for line in done.stdout.splitlines()[1:])
+    assert tools["tensorrt"] == "10.8.0 (tensorrt-cu12)"
