@@ -14,8 +14,11 @@ Decisions:
   scripts can find its files (a sweep: one line per job); nothing else on stdout
   (Hydra's launcher lines are raised to WARNING, the sweep table only written to
   summary.md).
-- `--help` and `--version` are trtpipe's, answered before Hydra is imported (cli_help.py);
+- `--help` and `--version` are trtpipe's, answered before Hydra is imported (cli_help.py)
+  but inside the error handling (a bad TRTPIPE_RECIPES is one line, exit 2);
   a single run composes its config once (single_run.py).
+- `--quiet` adds `++hydra.hydra_logging.root.level=WARNING`: `++`, so it also works when
+  the chosen hydra_logging has no root level (hydra/hydra_logging=none).
 """
 
 from __future__ import annotations
