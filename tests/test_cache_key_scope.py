@@ -119,3 +119,15 @@ def test_a_rerun_after_the_key_narrowed_says_so_not_a_setting_change():
         "the key no longer holds settings this stage does not read (entries of an earlier trtpipe)")
     tighter = {**new, "config": {**config, "auto": {"max_abs": 1024.0}, "search": {"enabled": False}}}
     assert explain_miss([old], tighter) == "config.auto.max_abs changed 4096.0 -> 1024.0"
+
+
+def test_a_rerun_names_the_setting_that_changed_not_settings_that_entered_the_key(tmp_path):
+    """`precision.auto.max_abs=null` leaves data.* out of precision's key; setting it again brings them
+    back: the reason is max_abs, not `config.data.iterations changed null -> 2`."""
+    off = run_trtpipe(tmp_path, TO_PRECISION, "precision.auto.max_abs=null", run_name="off")
+    assert off.code == 0, off.stderr
+    on = run_trtpipe(tmp_path, TO_PRECISION, "precision.auto.max_abs=1000", run_name="on")
+    assert on.code == 0, on.stderr
+    line = next(line for line in on.stdout.splitlines() if line.strip().startswith("precision ") and " ran " in line)
+    assert "config.auto.max_abs changed null -> 1000.0" in line, line
+    assert "config.data" not in line, line

@@ -90,3 +90,41 @@ def test_an_old_cache_in_the_working_directory_is_named_not_used(tmp_path):
     again = run(work, "cache.dir=outputs/cache", env=env)  # the printed fix works
     assert again.returncode == 0 and status(again) == "cached"
     assert "the cache is now" not in again.stdout
+
+
+def test_only_a_folder_trtpipe_would_use_is_named_as_an_old_cache(tmp_path):
+    """A bare entries/ beside other files may be anybody's: no `rm -r` of it is suggested."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    work = tmp_path / "work"
+    foreign = work / "outputs" / "cache"
+    (foreign / "entries").mkdir(parents=True)
+    (foreign / "thesis.tex").write_text("mine")
+    done = run(work, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "the cache is now" not in done.stdout and "rm -r" not in done.stdout
+    pasted = run(work, "cache.dir=outputs/cache", env=env)  # would not work: so it must not be suggested
+    assert pasted.returncode == 2 and "is not a trtpipe cache" in pasted.stderr
+    assert (foreign / "thesis.tex").read_text() == "mine"
+
+
+def test_an_old_unmarked_cache_is_named_and_the_suggestion_works(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    work = tmp_path / "work"
+    for sub in ("entries", "tmp", "locks", "index"):  # the layout of a cache written before markers
+        (work / "outputs" / "cache" / sub).mkdir(parents=True)
+    now = run(work, env=env)
+    assert now.returncode == 0, now.stderr
+    assert "cache.dir=outputs/cache uses it" in now.stdout
+    pasted = run(work, "cache.dir=outputs/cache", env=env)
+    assert pasted.returncode == 0, pasted.stderr
+    assert "the cache is now" not in pasted.stdout
+
+
+def test_a_relative_trtpipe_cache_is_recorded_absolute(tmp_path):
+    import json
+
+    done = run(tmp_path / "work", env={"TRTPIPE_CACHE": "rel-cache", "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "work" / "run" / "manifest.json").read_text())
+    assert manifest["config"]["cache"]["dir"] == str(tmp_path / "work" / "rel-cache")
+    assert (tmp_path / "work" / "rel-cache" / CACHE_MARKER).is_file()

@@ -129,3 +129,14 @@ def test_quiet_sweep_prints_one_run_directory_per_job(tmp_path):
     assert run.code == 0, run.stdout + run.stderr
     assert run.stdout.splitlines() == [str(sweep / "0"), str(sweep / "1")]  # no Hydra launcher line, no table
     assert (sweep / "summary.md").is_file() and run.stderr == ""
+
+
+def test_quiet_works_with_hydra_logging_none(tmp_path):
+    """`--quiet` raises Hydra's root log level; without hydra_logging's root key it must not fail."""
+    model = unsqueeze_of_a_constant(tmp_path / "unsq.onnx")
+    for name, extra in (("run", ()), ("sweep", ("-m", "data.seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}"))):
+        run = run_trtpipe(tmp_path, *extra, "+recipe=fp32", "stages=[sanitize]", f"model.path={model}",
+                          "hydra/hydra_logging=none", "--quiet", run_name=name)
+        assert run.code == 0, run.stdout + run.stderr
+        expected = [str(run.run_dir)] if name == "run" else [str(tmp_path / "sweep" / "0"), str(tmp_path / "sweep" / "1")]
+        assert run.stdout.splitlines() == expected

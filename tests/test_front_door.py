@@ -4,6 +4,7 @@ that makes it fast (no Hydra for --help, one composition per run, matplotlib onl
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -110,3 +111,70 @@ def test_importing_the_cli_imports_no_plotting_and_no_hydra(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_recipe_that_sets_multirun_sweeps_as_hydra_main_would(tmp_path):
+    """A recipe's `hydra.mode: MULTIRUN` (with sweeper params) is a sweep, not one run."""
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "mysweep.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - fp32\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
+        "      sanitize.toposort: true,false\n")
+    env = {"TRTPIPE_CACHE": str(tmp_path / "cache"), "TRTPIPE_RECIPES": str(recipes)}
+    done = trtpipe_cmd("+recipe=mysweep", "stages=[sanitize]", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                       f"hydra.run.dir={tmp_path / 'single'}", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    toposorts = {json.loads((tmp_path / "sweep" / job / "manifest.json").read_text())["config"]["sanitize"]["toposort"]
+                 for job in ("0", "1")}
+    assert toposorts == {True, False}
+    assert not (tmp_path / "single").exists()
+
+
+def test_a_single_run_records_the_hydra_config_hydra_main_would(tmp_path):
+    """The one-composition path is Hydra 1.3's RUN path: same .hydra/hydra.yaml (version_base 1.3),
+    and `hydra.job.chdir=null` neither warns nor changes directory (Hydra 1.1 would)."""
+    import yaml
+
+    env = {"TRTPIPE_CACHE": str(tmp_path / "cache")}
+    written = {}
+    for name, extra in (("single", ()), ("hydra_main", ("hydra.mode=RUN",))):  # hydra.mode=...: hydra.main
+        done = trtpipe_cmd("stages=[sanitize]", "hydra.job.chdir=null", f"hydra.run.dir={tmp_path / name}", *extra,
+                           cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "chdir" not in done.stderr
+        manifest = (tmp_path / name / "manifest.json")
+        assert manifest.is_file() and not (tmp_path / name / name).exists()
+        written[name] = yaml.safe_load((tmp_path / name / ".hydra" / "hydra.yaml").read_text())["hydra"]
+    single, main = written["single"], written["hydra_main"]
+    assert single["runtime"]["version_base"] == "1.3"
+    for record in (single, main):  # the run-specific values
+        record["run"].pop("dir")
+        record["runtime"].pop("output_dir")
+        record["overrides"]["hydra"] = [o for o in record["overrides"]["hydra"] if not o.startswith("hydra.run.dir=")]
+    assert single == main
+
+
+def test_help_and_version_report_a_user_error_in_one_line(tmp_path):
+    """A bad TRTPIPE_RECIPES met by --help is the usual one-line error with its Fix, exit 2."""
+    for flag in ("--help", "-h"):
+        done = trtpipe_cmd(flag, cwd=tmp_path, env={"TRTPIPE_RECIPES": str(tmp_path / "nonexistent")})
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("trtpipe: error: TRTPIPE_RECIPES") and "Fix:" in done.stderr
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_version_finds_a_tool_installed_under_another_distribution_name(tmp_path):
+    """TensorRT installed as tensorrt-cu12 (onnxruntime as onnxruntime-gpu): `import tensorrt` works,
+    so --version must name its version, not 'not installed'."""
+    site = tmp_path / "site"
+    info = site / "tensorrt_cu12-10.8.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorrt-cu12\nVersion: 10.8.0\n")
+    (info / "top_level.txt").write_text("tensorrt\n")
+    (site / "tensorrt").mkdir()
+    (site / "tensorrt" / "__init__.py").write_text("")
+    pythonpath = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    done = trtpipe_cmd("--version", cwd=tmp_path, env={"PYTHONPATH": pythonpath})
+    assert done.returncode == 0, done.stderr
+    tools = dict(line.split(None, 1) for line in done.stdout.splitlines()[1:])
+    assert tools["tensorrt"] == "10.8.0 (tensorrt-cu12)"

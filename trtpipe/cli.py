@@ -14,8 +14,11 @@ Decisions:
   scripts can find its files (a sweep: one line per job); nothing else on stdout
   (Hydra's launcher lines are raised to WARNING, the sweep table only written to
   summary.md).
-- `--help` and `--version` are trtpipe's, answered before Hydra is imported (cli_help.py);
+- `--help` and `--version` are trtpipe's, answered before Hydra is imported (cli_help.py)
+  but inside the error handling (a bad TRTPIPE_RECIPES is one line, exit 2);
   a single run composes its config once (single_run.py).
+- `--quiet` adds `++hydra.hydra_logging.root.level=WARNING`: `++`, so it also works when
+  the chosen hydra_logging has no root level (hydra/hydra_logging=none).
 """
 
 from __future__ import annotations
@@ -44,16 +47,17 @@ def main() -> None:
             switches[OWN_FLAGS[arg]] = True
         else:
             argv.append(arg)
-    if switches["quiet"] and not any(a.startswith("hydra.hydra_logging.root.level=") for a in argv):
-        argv.append("hydra.hydra_logging.root.level=WARNING")  # no `[HYDRA] Launching 2 jobs` on stdout
+    if switches["quiet"] and not any(a.lstrip("+").startswith("hydra.hydra_logging.root.level=") for a in argv):
+        # No `[HYDRA] Launching 2 jobs` on stdout. `++`: also with hydra/hydra_logging=none (no root key).
+        argv.append("++hydra.hydra_logging.root.level=WARNING")
     sys.argv[1:] = argv
-    if {"--help", "-h", "--version"} & set(argv):
-        from trtpipe.cli_help import help_text, version_text
-
-        print(version_text() if "--version" in argv else help_text())
-        sys.exit(EXIT_OK)
     install_sigterm_handler()
     try:
+        if {"--help", "-h", "--version"} & set(argv):  # inside: a bad TRTPIPE_RECIPES is one line, exit 2
+            from trtpipe.cli_help import help_text, version_text
+
+            print(version_text() if "--version" in argv else help_text())
+            sys.exit(EXIT_OK)
         from trtpipe.config.completion import completion_output
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
@@ -133,9 +137,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     try:
         from trtpipe.single_run import is_single_run, run_single
 
-        if is_single_run(sys.argv[1:]):
-            run_single(config_dir, task, sys.argv[1:])
-        else:
+        # A config whose hydra.mode is a sweep (a recipe's `hydra.mode: MULTIRUN`) goes to hydra.main.
+        if not (is_single_run(sys.argv[1:]) and run_single(config_dir, task, sys.argv[1:])):
             hydra.main(config_path=str(config_dir), config_name="config", version_base="1.3")(task)()
     except (HydraException, OmegaConfBaseException) as error:
         if exit_codes:  # raised after a job ran: not a config error of the user's

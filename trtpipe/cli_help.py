@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# Tools whose versions `--version` prints after trtpipe's (distribution names).
+# Tools whose versions `--version` prints after trtpipe's (importable module names; the
+# distribution may have another name: onnxruntime-gpu, tensorrt-cu12, tensorrt-cu13...).
 VERSION_TOOLS = ("onnx", "onnxruntime", "polygraphy", "tensorrt")
 # Config group options that are schema plumbing, not choices for a user.
 _INTERNAL_OPTIONS = {"schema"}
@@ -38,12 +39,28 @@ Cache: {cache}; cache.dir=PATH or TRTPIPE_CACHE=PATH changes it. Full tracebacks
 
 def version_text() -> str:
     from trtpipe import __version__
-    from trtpipe.runner.tools import distribution_version
 
     lines = [f"trtpipe {__version__}"]
     for tool in VERSION_TOOLS:
-        lines.append(f"  {tool:12} {distribution_version(tool) or 'not installed'}")
+        lines.append(f"  {tool:12} {_module_version(tool) or 'not installed'}")
     return "\n".join(lines)
+
+
+def _module_version(module: str) -> str | None:
+    """The version of the distribution that installs `module`: the distribution of the same name,
+    else (one metadata scan, only then) whichever installs it, named: `10.8.0 (tensorrt-cu12)`."""
+    from importlib import metadata
+
+    from trtpipe.runner.tools import distribution_version
+
+    version = distribution_version(module)
+    if version:
+        return version
+    for distribution in sorted(set(metadata.packages_distributions().get(module, []))):
+        version = distribution_version(distribution)
+        if version:
+            return f"{version} ({distribution})"
+    return None
 
 
 def help_text() -> str:

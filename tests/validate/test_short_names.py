@@ -46,3 +46,42 @@ def test_the_cut_moves_only_for_names_that_collide():
     shown = unique_short_names(names, 28)
     assert shown[names[2]] == shorten(names[2], 28)
     assert "0" in shown[names[0]].split("/attention")[0] and "1" in shown[names[1]].split("/attention")[0]
+
+
+def test_names_alike_in_two_groups_are_numbered_apart():
+    """Two collision groups that no common cut separates were each numbered 1, 2: alike across groups."""
+    names = ["/a_baba///aabbb/bb_b_/b/1b_a1b/ab_/1b_a1_output_0", "/a_baba///aabbb/bb_b_/b/1b_a1baab_/1b_a1_output_0",
+             "/a_baba///aabbb/bb_b_/b/1b_a1baab_/1baa1_output_0", "/a_baba///aabbb/bb_b_/b/1__a1baab_/1baa1_output_0"]
+    shown = unique_short_names(names, 19)
+    assert len(set(shown.values())) == 4 and all(len(text) <= 19 for text in shown.values())
+    assert all(_keeps_both_ends(name, text) for name, text in shown.items())
+
+
+from hypothesis import example, given, settings, strategies as st  # noqa: E402
+
+# Exporter names are alike at both ends: each name is one base name with a character or two changed.
+@st.composite
+def _names(draw):
+    base = draw(st.text(alphabet="ab_/1", min_size=1, max_size=50))
+    names = []
+    for _ in range(draw(st.integers(min_value=1, max_value=12))):
+        name = list(base)
+        for _ in range(draw(st.integers(min_value=0, max_value=2))):
+            name[draw(st.integers(min_value=0, max_value=len(base) - 1))] = draw(st.sampled_from("ab_/1"))
+        names.append("".join(name))
+    return names
+
+
+_NAMES = _names()
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(names=_NAMES, width=st.integers(min_value=5, max_value=30))
+@example(names=["111111111", "a111a1111", "a11111111", "1111a1111"], width=5)  # found by this test: two groups
+def test_any_names_are_shown_unique_within_the_width_keeping_both_ends(names, width):
+    shown = unique_short_names(names, width)
+    assert set(shown) == set(names)
+    assert len(set(shown.values())) == len(shown)
+    assert all(len(text) <= width for text in shown.values())
+    assert all(_keeps_both_ends(name, text) for name, text in shown.items())
+    assert all(shown[name] == name for name in names if len(name) <= width)  # a name that fits is not cut

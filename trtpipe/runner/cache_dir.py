@@ -74,6 +74,24 @@ def claim_cache_dir(root: Path) -> None:
         linked.mkdir(exist_ok=True)
 
 
+def is_trtpipe_cache(root: Path) -> bool:
+    """A non-empty folder that claim_cache_dir accepts as it is (marked, or an unmarked cache of an
+    earlier version, no linked subfolder): trtpipe's to name, use and suggest deleting."""
+    try:
+        if root.is_symlink() or not root.is_dir():
+            return False
+        children = [p for p in root.iterdir() if not _transient(p.name)]
+        if not children:
+            return False
+        if any(p.name == CACHE_MARKER for p in children):
+            _check_marker(root / CACHE_MARKER, "")
+        elif not _old_layout(root, children):
+            return False
+        return not any((root / sub).is_symlink() for sub in SUBDIRS)
+    except (OSError, UserError):
+        return False
+
+
 def _check_marker(marker: Path, fix_hint: str) -> None:
     try:
         if marker.is_symlink():

@@ -12,7 +12,8 @@ Decisions:
   its workspace. Per the XDG spec an empty or relative `XDG_CACHE_HOME` is ignored.
 - Overrides, strongest first: `cache.dir=PATH` on the command line (or in a recipe),
   then the environment variable `TRTPIPE_CACHE` (one setting for every run of a CI job
-  or a cluster), then the default above. An empty `TRTPIPE_CACHE` counts as unset.
+  or a cluster), then the default above. An empty `TRTPIPE_CACHE` counts as unset; a
+  relative one is taken from the directory trtpipe starts in and recorded absolute.
 - The config holds `${trtpipe.cache_home:}` (resolver registered with the schemas), so
   `--cfg job` shows where the value comes from and the manifest records the resolved
   absolute path (`trtpipe-verify --use-cache` finds the same cache).
@@ -42,8 +43,8 @@ OLD_DEFAULT = Path("outputs") / "cache"
 def default_cache_dir() -> Path:
     """The cache directory when `cache.dir` is not set: TRTPIPE_CACHE, else the user cache dir."""
     explicit = os.environ.get(CACHE_ENV, "")
-    if explicit:
-        return Path(explicit).expanduser()
+    if explicit:  # a relative path is taken from the current (start) directory, recorded absolute
+        return Path(os.path.abspath(Path(explicit).expanduser()))
     return user_cache_dir()
 
 
@@ -70,11 +71,13 @@ def register_cache_resolver() -> None:
 
 def note_old_cache(start_dir: Path, cache_root: Path) -> None:
     """One line when the start directory holds a cache of the old default that is not the one in use."""
-    from trtpipe.runner.cache_dir import CACHE_MARKER
+    from trtpipe.runner.cache_dir import is_trtpipe_cache
 
     old = Path(start_dir) / OLD_DEFAULT
     try:
-        if not ((old / CACHE_MARKER).is_file() or (old / "entries").is_dir()) or old.resolve() == Path(cache_root).resolve():
+        # Only a folder trtpipe would use as its cache (claim_cache_dir's test) is named, and `rm -r`
+        # suggested: a bare `entries/` beside other files may be anybody's.
+        if not is_trtpipe_cache(old) or old.resolve() == Path(cache_root).resolve():
             return
     except OSError:
         return

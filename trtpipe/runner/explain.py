@@ -9,6 +9,9 @@ Decisions:
 - The one or two changes that matter come first: a changed input (a different model
   explains everything after it), then the user's settings, the files they name, the
   stage's version, tool versions and the machine; at most two are named, then "+N more".
+- A setting that only entered or left the key because the key follows what the stage
+  reads (switching the range rule off drops data.*) is not the user's change: when a
+  value present on both sides changed, only such values are named (the others counted).
 """
 
 from __future__ import annotations
@@ -75,9 +78,13 @@ def explain_miss(previous: list[dict], material: dict) -> str:
         if reshaped[closest] != previous[closest]:
             return "the key no longer holds settings this stage does not read (entries of an earlier trtpipe)"
         return "its entry is no longer in the cache"
-    changes.sort(key=importance)
-    shown = [f"{path} changed {_short(old)} -> {_short(new)}" for path, old, new in changes[:_SHOWN_CHANGES]]
-    more = len(changes) - _SHOWN_CHANGES
+    before, after = flatten(reshaped[closest]), flatten(material)
+    changed = [change for change in changes if change[0] in before and change[0] in after]
+    # Settings that only entered or left the key (the key narrows to what the stage reads:
+    # `precision.auto.max_abs=null` leaves data.* out) are named only when nothing else changed.
+    named = sorted(changed or changes, key=importance)[:_SHOWN_CHANGES]
+    shown = [f"{path} changed {_short(old)} -> {_short(new)}" for path, old, new in named]
+    more = len(changes) - len(named)
     return "; ".join(shown) + (f" (+{more} more)" if more > 0 else "")
 
 

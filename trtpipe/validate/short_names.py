@@ -9,11 +9,15 @@ Decisions:
   nearest to the usual one that tells all of them apart (and no other name shown);
   when no cut does (they differ only deep in the middle), each gets its number in the
   cut (`/enc…2…/Softmax_output_0`).
+- A guarantee, not a hope: a last pass compares every shown form with every other (two
+  groups numbered apart, a short name equal to another's cut) and numbers each name
+  still shown alike, with numbers used once in the whole table, within the width. A
+  width too narrow for any number to tell the names apart is an error, not a duplicate.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Iterable
 
 ELLIPSIS = "…"
@@ -46,6 +50,25 @@ def unique_short_names(names: Iterable[str], width: int) -> dict[str, str]:
         for index, name in enumerate(group, start=1):
             shown[name] = chosen[name] if chosen else _numbered(name, width, index)
             taken.add(shown[name])
+    return _numbered_apart(shown, width)
+
+
+def _numbered_apart(shown: dict[str, str], width: int) -> dict[str, str]:
+    """Every name whose shown form another name shares gets a number of its own (in name order)."""
+    counts = Counter(shown.values())
+    alike = [name for name, text in shown.items() if counts[text] > 1]
+    taken = {text for text, count in counts.items() if count == 1}
+    number = 0
+    for name in alike:
+        while True:
+            number += 1
+            if len(str(number)) > width:
+                raise ValueError(f"{width} characters cannot tell {len(shown)} names apart")
+            text = _numbered(name, width, number)
+            if text not in taken:
+                break
+        shown[name] = text
+        taken.add(text)
     return shown
 
 
@@ -65,6 +88,8 @@ def _common_cut(group: list[str], width: int, taken: set[str]) -> dict[str, str]
 
 def _numbered(name: str, width: int, number: int) -> str:
     mark = f"{ELLIPSIS}{number}{ELLIPSIS}"
-    keep = max(width - len(mark), 0)
+    if len(mark) > width:  # a very narrow column: the number alone
+        return str(number)
+    keep = min(width - len(mark), len(name))
     head = keep // 3
     return name[:head] + mark + name[len(name) - (keep - head):]
