@@ -36,6 +36,15 @@ OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "
 
 
 def main() -> None:
+    try:
+        _main()
+    except SystemExit as done:  # a job's `raise SystemExit(130)` leaves through here, not through _main's checks
+        if done.code in (Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code):
+            _ignore_further_signals()
+        raise
+
+
+def _main() -> None:
     import logging
 
     # A closed pipe (`trtpipe ... | head`) must not make logging print tracebacks.
