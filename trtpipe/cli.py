@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from trtpipe.errors import EXIT_OK, UserError
-from trtpipe.runner.interrupt import Interrupted, install_sigterm_handler
+from trtpipe.runner.interrupt import Interrupted, install_signal_handlers
 
 OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
 
@@ -60,7 +60,7 @@ def _main() -> None:
         # No `[HYDRA] Launching 2 jobs` on stdout. `++`: also with hydra/hydra_logging=none (no root key).
         argv.append("++hydra.hydra_logging.root.level=WARNING")
     sys.argv[1:] = argv
-    install_sigterm_handler()
+    install_signal_handlers()
     try:
         if {"--help", "-h", "--version"} & set(argv):  # inside: a bad TRTPIPE_RECIPES is one line, exit 2
             from trtpipe.cli_help import help_text, version_text
