@@ -60,6 +60,7 @@ import onnx
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.metrics import json_float
 from trtpipe.numerics.reference import ReferenceRunner
+from trtpipe.precision.masked_additions import NEGATIVE_INF_SAFE
 
 DEFAULT_THRESHOLD = 1e-2
 SCALE_FLOOR = 1e-6
@@ -245,7 +246,7 @@ def _reaching_softmax_only(graph: onnx.GraphProto) -> set[str]:
         if name not in safe:
             readers = consumers.get(name, [])
             safe[name] = bool(readers) and name not in outputs and depth < 64 and all(
-                (reader.op_type == "Softmax" and reader.input[0] == name)
+                (reader.op_type in NEGATIVE_INF_SAFE and reader.input[0] == name)
                 or (reader.op_type in _MASK_PATH and all(reaches(out, depth + 1) for out in reader.output))
                 for reader in readers)
         return safe[name]
