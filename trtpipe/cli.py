@@ -38,7 +38,7 @@ OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "
 def main() -> None:
     try:
         _main()
-    except SystemExit as done:  # a job's `raise SystemExit(130)` leaves through here, not through _main's checks
+    except SystemExit as done:  # every exit of a signal-ended run, a job's `raise SystemExit(130)` included
         if done.code in (Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code):
             _ignore_further_signals()
         raise
@@ -79,8 +79,6 @@ def _main() -> None:
         snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
         with completion_output(argv):  # shell completion offers +recipe=, not recipe= (config/completion.py)
             code = _run_hydra(config_dir, switches)
-        if code in (Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code):
-            _ignore_further_signals()
         sys.exit(code)
     except UserError as error:
         print(f"trtpipe: error: {error}", file=sys.stderr)
@@ -88,7 +86,6 @@ def _main() -> None:
             print(json.dumps({"status": "user_error", "exit_code": error.exit_code, "error": str(error)}))
         sys.exit(error.exit_code)
     except KeyboardInterrupt as error:  # outside a job (startup, Hydra): one line, 130 or 143
-        _ignore_further_signals()
         interrupted = Interrupted.of(error)
         print(interrupted.one_line(), file=sys.stderr)
         if switches["json"]:
