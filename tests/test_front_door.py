@@ -178,3 +178,13 @@ def test_version_finds_a_tool_installed_under_another_distribution_name(tmp_path
     assert done.returncode == 0, done.stderr
     tools = dict(line.split(None, 1) for line in done.stdout.splitlines()[1:])
     assert tools["tensorrt"] == "10.8.0 (tensorrt-cu12)"
+
+
+def test_help_into_a_pipe_its_reader_closes_leaves_no_traceback(tmp_path):
+    """`trtpipe --help | head -1` printed a BrokenPipeError traceback."""
+    command = f"'{sys.executable}' -m trtpipe --help | head -1"
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {command}"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(trtpipe.__file__).parents[1])})
+    assert done.stdout.startswith("trtpipe:") and done.stdout.count("\n") == 1
+    assert done.stderr == ""
+    assert done.returncode in (0, 141)  # 141 when the reader left before the help was written

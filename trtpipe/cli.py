@@ -38,6 +38,9 @@ OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "
 def main() -> None:
     try:
         _main()
+    except BrokenPipeError:  # `trtpipe --help | head`: the reader left; no traceback
+        _stdout_to_devnull()
+        sys.exit(128 + signal.SIGPIPE)
     except SystemExit as done:  # every exit of a signal-ended run, a job's `raise SystemExit(130)` included
         if done.code in (Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code):
             _ignore_further_signals()
@@ -92,6 +95,14 @@ def _main() -> None:
             print(json.dumps({"status": "interrupted", "exit_code": interrupted.exit_code}))
         sys.exit(interrupted.exit_code)
 
+
+
+def _stdout_to_devnull() -> None:
+    """Decision: when stdout's reader is gone, exit 141 (128 + SIGPIPE, as `cat` in a pipe
+    would by the signal) with nothing on stderr; stdout points at /dev/null so the
+    interpreter's final flush does not fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _ignore_further_signals() -> None:
