@@ -83,15 +83,20 @@ def moment_tensors(net: Network) -> dict[str, Moments]:
 
 
 def group_decisions(net: Network, groups: dict[str, str], range_found: dict[str, tuple[str, float]],
-                    observed: Observed | None, protect: str) -> dict[str, tuple[str, float | None]]:
-    """node -> (reason, magnitude) for the members of every group that must stay FP32."""
+                    observed: Observed | None, protect: str,
+                    moments: dict[str, Moments] | None = None) -> dict[str, tuple[str, float | None]]:
+    """node -> (reason, magnitude) for the members of every group that must stay FP32.
+    `moments`: moment_tensors(net) when the caller has it already (the planner does)."""
     if protect not in PROTECT_MODES:
         raise UserError(f"precision.auto.protect={protect!r} is not one of {', '.join(PROTECT_MODES)}",
                         "precision.auto.protect=evidence")
     members: dict[str, list[str]] = {}
     for name, label in groups.items():
         members.setdefault(label, []).append(name)
-    moments = moment_tensors(net) if observed is not None and protect == "evidence" else {}
+    if observed is None or protect != "evidence":
+        moments = {}
+    elif moments is None:
+        moments = moment_tensors(net)
     found: dict[str, tuple[str, float | None]] = {}
     for label, names in members.items():
         why = _unmeasured(net, names) or _evidence(names, range_found, moments, observed, protect)

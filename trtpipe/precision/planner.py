@@ -53,11 +53,13 @@ def plan_precision(
     decisions = {name: _initial(net, name, default, authored) for name in net.names}
     observed: dict[str, float] = {}
     reference = None
+    moments = None  # the LayerNorm statistics the evidence reads, found once (evidence_groups.py)
     auto = config["auto"]
     if default in LOW_PRECISIONS:
         problems = constant_problems(net, default) if auto["constants"] == "keep_fp32" else {}
         if auto["max_abs"] is not None and default == "fp16" and feeds_list:
-            keep = flush_inputs(net, problems) | _moment_inputs(net, auto)
+            moments = _moments(net, auto)
+            keep = flush_inputs(net, problems) | {t for found in moments.values() for t in found.tensors}
             reference = observe_reference(net, feeds_list, keep=keep)
         if auto["constants"] == "keep_fp32":
             _apply_auto(decisions, constant_decisions(net, default, problems, reference, notes))
@@ -75,7 +77,8 @@ def plan_precision(
                                               f"beyond max_abs only towards -inf (masked_additions.py)")
             _apply_auto(decisions, in_range)
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
-        _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence")))
+        _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence"),
+                                                 moments))
     for match in matches:
         _apply_rule(net, decisions, match)
     _check_effective(matches, decisions, config["on_unmatched"])
@@ -94,11 +97,11 @@ def plan_precision(
     return decisions, matches
 
 
-def _moment_inputs(net: Network, auto: Mapping) -> set[str]:
-    """The tensors whose values the E[x^2] - E[x]^2 evidence reads (evidence_groups.py)."""
+def _moments(net: Network, auto: Mapping) -> dict:
+    """Where the statistics evidence reads each LayerNorm's moments (evidence_groups.py)."""
     if not auto["normalization"] or auto.get("protect", "evidence") != "evidence":
-        return set()
-    return {tensor for moments in moment_tensors(net).values() for tensor in moments.tensors}
+        return {}
+    return moment_tensors(net)
 
 
 def _check_effective(matches: list[RuleMatch], decisions: dict[str, Decision], on_unmatched: str) -> None:
