@@ -137,10 +137,12 @@ def execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str],
 def _execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str], before) -> RunResult:
     from trtpipe.config.check import check_config
     from trtpipe.config.ignored_settings import warn_ignored_settings
+    from trtpipe.config.search_inherit import inherit_search_tolerances
     from trtpipe.runner.pipeline import run_pipeline
 
     try:
         check_config(cfg, overrides)
+        inherit_search_tolerances(cfg)  # a bound set for the search alone keeps validate's others
         warn_ignored_settings(cfg, overrides)  # settings of a stage not in `stages`: one warning line
         outcome = run_pipeline(cfg, run_dir, start_dir, overrides)
     except UserError:

@@ -106,6 +106,8 @@ class SearchConfig:
     # interpolation resolves to a ToleranceConfig node, which OmegaConf refuses to store in a
     # Dict[str, Any] (`trtpipe --cfg job --resolve` failed with "Cannot assign ToleranceConfig
     # to Dict[str, Any]"); its keys and values are checked by trtpipe.config.tolerance_check.
+    # A mapping the user sets here inherits the bounds it lacks from validate.tolerance
+    # (trtpipe/config/search_inherit.py), as `outputs` inherits from validate.outputs.
     tolerance: Any = field(default_factory=dict)
     outputs: Dict[str, Any] = field(default_factory=dict)
 
