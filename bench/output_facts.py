@@ -19,7 +19,8 @@ running it.
 - accuracy: the converted model on trtpipe's faithful FP16 emulation
   (`EmulatedRunner`, every FP16 tensor rounded after every op) against the
   prepared FP32 model in ONNX Runtime (`ReferenceRunner`), per graph output,
-  worst value over the evaluation inputs (`worst_metrics`).
+  worst value over the evaluation inputs (`worst_metrics`); `sample_metrics`
+  keeps each input's metrics for the paired verdict (paired_accuracy.py).
 """
 
 from __future__ import annotations
@@ -122,14 +123,18 @@ def _node_precisions(model: onnx.ModelProto) -> dict[str, int | None]:
 
 def accuracy(reference_outputs: list[dict], converted: onnx.ModelProto, feeds: list[dict]) -> dict[str, OutputMetrics]:
     """Per graph output, the worst metrics of the emulated converted model over `feeds`."""
+    return {name: worst_metrics(metrics) for name, metrics in sample_metrics(reference_outputs, converted, feeds).items()}
+
+
+def sample_metrics(reference_outputs: list[dict], converted: onnx.ModelProto,
+                   feeds: list[dict]) -> dict[str, list[OutputMetrics]]:
+    """Per graph output, the metrics of the emulated converted model on each feed, in feed order."""
     from trtpipe.numerics.emulator import EmulatedRunner
 
     runner = EmulatedRunner(converted)
     runs = [runner.run(_as_input_types(converted, feed)) for feed in feeds]
-    return {
-        name: worst_metrics([output_metrics(ref[name], run[name]) for ref, run in zip(reference_outputs, runs)])
-        for name in reference_outputs[0]
-    }
+    return {name: [output_metrics(ref[name], run[name]) for ref, run in zip(reference_outputs, runs)]
+            for name in reference_outputs[0]}
 
 
 def reference_outputs(source: onnx.ModelProto, feeds: list[dict]) -> list[dict]:
