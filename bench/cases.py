@@ -82,8 +82,12 @@ BUILTIN_CASES = [
 ]
 
 
-def encoder_case(layers: int) -> Case:
-    return Case(f"encoder-{layers}", "transformer_fp16", lambda: build_encoder(layers), ENCODER_INPUT_SPECS)
+def encoder_case(layers: int, hidden: int | None = None) -> Case:
+    """The bench encoder of `layers` layers; `hidden` another width than the built-in model's 64 (encoders.py)."""
+    if hidden is None:
+        return Case(f"encoder-{layers}", "transformer_fp16", lambda: build_encoder(layers), ENCODER_INPUT_SPECS)
+    return Case(f"encoder-{layers}-h{hidden}", "transformer_fp16", lambda: build_encoder(layers, hidden),
+                ENCODER_INPUT_SPECS)
 
 
 def prepare_case(case: Case, work_dir: Path) -> PreparedCase:
