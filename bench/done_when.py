@@ -13,8 +13,8 @@ Per model, one line and a verdict:
 Decision: "written Casts" are the Casts in trtpipe's output minus those already in
 the raw export (`casts_added`): the `mixed_precision` recipe keeps the author's Casts
 as authored (`respect_authored`), which is the author's choice, not one trtpipe
-makes; they are shown as "(+n authored)". AutoCast's count is every Cast in its
-output (it re-decides the authored ones).
+makes; they are shown as "(+n of the raw export)". AutoCast's count is every Cast
+in its output (it re-decides the raw export's own Casts).
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ def print_done_when(results: list[dict]) -> bool:
         if row["verdict"] == "n/a":
             print(f"  {row['model']:<16} n/a ({row['why']})")
             continue
-        authored = f" (+{row['authored']} authored)" if row["authored"] else ""
+        authored = f" (+{row['authored']} of the raw export)" if row["authored"] else ""
         casts = (f"Casts {row['written']}{authored} {'<=' if row['casts_ok'] else '>'} "
                  f"{row['autocast']} + {len(row['allowance'])}")
         accuracy = "; ".join(f"{name} {v.verdict} ({v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}])"
                              for name, v in row["accuracy"].items())
-        print(f"  {row['model']:<16} {casts:<26} | {accuracy}")
+        print(f"  {row['model']:<16} {casts:<38} | {accuracy}")
     for row in rows:
         if row["verdict"] != "n/a":
             problems = ([] if row["casts_ok"] else ["more Casts"]) + [f"{name} less accurate" for name in row["worse"]]
