@@ -9,6 +9,8 @@ Per model, one line and a verdict:
   noise-aware verdict (paired_accuracy.py) on the held-out samples;
 - PASS when both hold, FAIL when one does not, n/a when AutoCast's defaults did not
   run on the model (unavailable, skipped by depth, or failed: the reason is printed).
+The FP16 share of the MatMul/Gemm/Conv FLOPs of both outputs is printed next to
+them for context (a tool can buy accuracy with FP32 FLOPs); it is not judged.
 
 Decision: "written Casts" are the Casts in trtpipe's output minus those already in
 the raw export (`casts_added`): the `mixed_precision` recipe keeps the author's Casts
@@ -47,7 +49,8 @@ def done_when_rows(results: list[dict]) -> list[dict]:
         casts_ok = written <= theirs["casts"] + len(allowance)
         accuracy = verdicts_against(r, "autocast_defaults")
         worse = [name for name, v in accuracy.items() if v.verdict == WORSE]
-        row.update(written=written, authored=authored, autocast=theirs["casts"], allowance=allowance,
+        flops = f"{ours.get('fp16_flop_share', float('nan')):.1%} vs {theirs.get('fp16_flop_share', float('nan')):.1%}"
+        row.update(written=written, authored=authored, autocast=theirs["casts"], allowance=allowance, fp16_flops=flops,
                    casts_ok=casts_ok, accuracy=accuracy, worse=worse,
                    verdict="PASS" if casts_ok and not worse else "FAIL")
         rows.append(row)
@@ -69,7 +72,7 @@ def print_done_when(results: list[dict]) -> bool:
                  f"{row['autocast']} + {len(row['allowance'])}")
         accuracy = "; ".join(f"{name} {v.verdict} ({v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}])"
                              for name, v in row["accuracy"].items())
-        print(f"  {row['model']:<16} {casts:<38} | {accuracy}")
+        print(f"  {row['model']:<16} {casts:<38} | FP16 FLOPs {row['fp16_flops']} | {accuracy}")
     for row in rows:
         if row["verdict"] != "n/a":
             problems = ([] if row["casts_ok"] else ["more Casts"]) + [f"{name} less accurate" for name in row["worse"]]
