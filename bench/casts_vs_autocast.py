@@ -27,8 +27,8 @@ import onnx
 from bench.cases import BUILTIN_CASES, encoder_case, prepare_case
 from bench.converters import autocast_defaults, autocast_unavailable, convert_whole_path, convert_with_autocast
 from bench.done_when import print_done_when
-from bench.output_facts import reference_outputs
-from bench.precision_vs_autocast import _kept_float_io, _side
+from bench.output_facts import kept_float_io, reference_outputs
+from bench.precision_vs_autocast import measure_side
 
 
 def done_when_results(cases, work_dir: Path) -> list[dict]:
@@ -43,7 +43,7 @@ def done_when_results(cases, work_dir: Path) -> list[dict]:
         plan = json.loads((ours.parent / "precision_plan.json").read_text())
         result = {"model": case.name, "recipe": case.recipe,
                   "casts_by_reason": plan["totals"].get("casts_by_reason", {}),
-                  "trtpipe": _side([0.0], ours, source, {}, references, prepared.eval_feeds)}
+                  "trtpipe": measure_side([0.0], ours, source, {}, references, prepared.eval_feeds)}
         theirs = None
         if unavailable:
             result["autocast_defaults"] = {"status": f"unavailable ({unavailable})"}
@@ -51,10 +51,10 @@ def done_when_results(cases, work_dir: Path) -> list[dict]:
             try:
                 theirs = convert_with_autocast(prepared.raw_path, autocast_defaults(),
                                                work_dir / case.name / "autocast_defaults")
-                result["autocast_defaults"] = _side([0.0], theirs, source, {}, references, prepared.eval_feeds)
+                result["autocast_defaults"] = measure_side([0.0], theirs, source, {}, references, prepared.eval_feeds)
             except Exception as error:  # AutoCast failing on a model is a result
                 result["autocast_defaults"] = {"status": f"failed ({type(error).__name__}: {str(error)[:200]})"}
-        result["kept_float_io"] = _kept_float_io(source, ours, theirs)
+        result["kept_float_io"] = kept_float_io(source, ours, theirs)
         results.append(result)
         print(f"  {case.name}: done", flush=True)
     return results

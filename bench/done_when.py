@@ -4,7 +4,7 @@ Per model, one line and a verdict:
 - Casts: trtpipe's written Casts <= AutoCast defaults' Casts + the allowance, the
   float graph inputs and outputs trtpipe keeps in the raw export's type and
   AutoCast's defaults turn to FP16 (`kept_float_io`, read off both output files by
-  precision_vs_autocast._kept_float_io, not counted by hand);
+  output_facts.kept_float_io, not counted by hand);
 - accuracy: no output "worse" than AutoCast's defaults under the paired,
   noise-aware verdict (paired_accuracy.py) on the held-out samples;
 - PASS when both hold, FAIL when one does not, n/a when AutoCast's defaults did not

@@ -63,7 +63,7 @@ from bench.converters import (
     load_save,
     trtpipe_fp32_nodes,
 )
-from bench.output_facts import model_facts, reference_outputs, sample_metrics
+from bench.output_facts import fp32_node_names, kept_float_io, model_facts, reference_outputs, sample_metrics
 from bench.report import print_report
 from trtpipe.numerics.metrics import json_float, worst_metrics
 
@@ -184,12 +184,12 @@ def _measure(case: PreparedCase, work_dir: Path, args, autocast_skip: str | None
         "model": case.case.name, "recipe": case.case.recipe, "nodes": len(source.graph.node),
         "fp32_requested": len(aliases),
         "float_io": _float_io(source),
-        "kept_float_io": _kept_float_io(source, outputs.get("trtpipe"), outputs.get("autocast_defaults")),
+        "kept_float_io": kept_float_io(source, outputs.get("trtpipe"), outputs.get("autocast_defaults")),
         "load_save": {"seconds": _rounded(seconds["load_save"]), "median": statistics.median(seconds["load_save"])},
     }
     for run in ("trtpipe", *AUTOCAST_RUNS):
         if run in outputs:
-            result[run] = _side(seconds[run], outputs[run], source, aliases, references, case.eval_feeds)
+            result[run] = measure_side(seconds[run], outputs[run], source, aliases, references, case.eval_feeds)
         else:
             result[run] = {"status": errors.get(run) or autocast_skip}
     return result
@@ -201,43 +201,18 @@ def _float_io(model: onnx.ModelProto) -> int:
     return sum(value.type.tensor_type.elem_type in floats for value in [*model.graph.input, *model.graph.output])
 
 
-def _kept_float_io(source: onnx.ModelProto, trtpipe: Path | None, defaults: Path | None) -> list[str] | None:
-    """The Cast allowance of issue 16, read off the two output files: the float graph inputs and
-    outputs that trtpipe keeps in the raw export's type and AutoCast's defaults turn to FP16.
-    None when either output is missing."""
-    if trtpipe is None or defaults is None:
-        return None
-    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16)
-    ours, theirs = (_io_types(onnx.load(str(path), load_external_data=False)) for path in (trtpipe, defaults))
-    return [name for name, elem in _io_types(source).items()
-            if elem in floats and ours.get(name) == elem and theirs.get(name) == onnx.TensorProto.FLOAT16]
-
-
-def _io_types(model: onnx.ModelProto) -> dict[str, int]:
-    initializers = {t.name for t in model.graph.initializer}
-    values = [v for v in model.graph.input if v.name not in initializers] + list(model.graph.output)
-    return {value.name: value.type.tensor_type.elem_type for value in values}
-
-
 def _rounded(values: list[float]) -> list[float]:
     return [round(value, 4) for value in values]
 
 
-def _side(seconds: list[float], out: Path, source, aliases, references, feeds) -> dict:
+def measure_side(seconds: list[float], out: Path, source, aliases, references, feeds) -> dict:
     converted = onnx.load(str(out))
     facts = model_facts(converted, source, aliases, feeds[0])
     per_sample = sample_metrics(references, converted, feeds)
     facts.accuracy = {name: worst_metrics(metrics) for name, metrics in per_sample.items()}
     rel_l2 = {name: [json_float(m.rel_l2) for m in metrics] for name, metrics in per_sample.items()}
     return {"status": "ok", "seconds": _rounded(seconds), "median": statistics.median(seconds), **facts.to_json(),
-            "fp32_node_names": _fp32_node_names(converted), "rel_l2_samples": rel_l2}
-
-
-def _fp32_node_names(converted: onnx.ModelProto) -> list[str]:
-    """Computing nodes whose float outputs are all FP32 (output_facts' definition), for diffs of plans."""
-    from bench.output_facts import _node_precisions
-
-    return sorted(name for name, elem in _node_precisions(converted).items() if elem == onnx.TensorProto.FLOAT)
+            "fp32_node_names": fp32_node_names(converted), "rel_l2_samples": rel_l2}
 
 
 if __name__ == "__main__":

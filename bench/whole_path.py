@@ -111,7 +111,8 @@ def _print(rows: list[dict]) -> None:
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['model']:<17}{r['nodes']:>7}{r['megabytes']:>7.0f} | " + "".join(f"{r['stages'][n]:>14.3f}" for n in names)
+        print(f"{r['model']:<17}{r['nodes']:>7}{r['megabytes']:>7.0f} | "
+              + "".join(f"{r['stages'][n]:>14.3f}" for n in names)
               + f"{r['total']:>12.3f}{r['load_save']:>11.4f}{r['total'] / r['load_save']:>7.1f}x"
               f"{1e3 * r['total'] / r['nodes']:>9.3f}{r['cpu_ratio']:>10.1f}x")
 

@@ -12,9 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from bench.done_when import done_when_rows
-from bench.output_facts import reference_outputs, sample_metrics
+from bench.output_facts import kept_float_io, reference_outputs, sample_metrics
 from bench.paired_accuracy import BETTER, SAME, WORSE, paired_ratios, paired_verdict, sign_test_interval
-from bench.precision_vs_autocast import _kept_float_io
 
 
 def _binomial_below(n: int, k: int) -> float:
@@ -85,7 +84,8 @@ def _dense_model(low_precision: bool) -> onnx.ModelProto:
     kind, np_type = (TensorProto.FLOAT16, np.float16) if low_precision else (TensorProto.FLOAT, np.float32)
     nodes = [helper.make_node("Cast", ["x"], ["xc"], "cast_in", to=kind)] if low_precision else []
     first = "xc" if low_precision else "x"
-    nodes += [helper.make_node("MatMul", [first, "W"], ["h"], "matmul"), helper.make_node("Add", ["h", "b"], ["a"], "add"),
+    nodes += [helper.make_node("MatMul", [first, "W"], ["h"], "matmul"),
+              helper.make_node("Add", ["h", "b"], ["a"], "add"),
               helper.make_node("Tanh", ["a"], ["t" if low_precision else "y"], "tanh")]
     if low_precision:
         nodes.append(helper.make_node("Cast", ["t"], ["y"], "cast_out", to=TensorProto.FLOAT))
@@ -117,9 +117,9 @@ def test_the_cast_allowance_is_read_off_both_outputs(tmp_path):
     for name, model in (("ours", source), ("theirs", half)):
         paths[name] = tmp_path / f"{name}.onnx"
         onnx.save(model, str(paths[name]))
-    assert _kept_float_io(source, paths["ours"], paths["theirs"]) == ["y"]  # x stays FP32 in both
-    assert _kept_float_io(source, paths["ours"], paths["ours"]) == []
-    assert _kept_float_io(source, paths["ours"], None) is None
+    assert kept_float_io(source, paths["ours"], paths["theirs"]) == ["y"]  # x stays FP32 in both
+    assert kept_float_io(source, paths["ours"], paths["ours"]) == []
+    assert kept_float_io(source, paths["ours"], None) is None
 
 
 def _result(casts: int, casts_added: int, autocast_casts: int, kept: list[str], ours, theirs) -> dict:
