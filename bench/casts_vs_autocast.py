@@ -1,20 +1,18 @@
-"""Casts and accuracy: trtpipe's default recipes against ModelOpt AutoCast with *its* defaults.
+"""Issue 16's "done when" alone: trtpipe's default recipes against ModelOpt AutoCast's defaults, untimed.
 
-    python -m bench.casts_vs_autocast [--layers 12 24]      # from the checkout root
+    python -m bench.casts_vs_autocast [--layers 12 24] [--models nafnet t5]   # from the checkout root
 
-Per model (the built-in `transformer`, `nafnet`, `mixed_precision`, `t5`, `gpt2` and
-the BERT-like encoders of bench/encoders.py): Cast nodes in each tool's output,
-FP32 nodes, the Casts AutoCast is allowed fewer (one per float graph input and
-output that trtpipe keeps in its original type, `keep_io_types`, which AutoCast's
-defaults turn to FP16 instead), and the accuracy of each output on trtpipe's FP16
-emulation, on held-out inputs (bench/cases.py). The target of issue 16: trtpipe's
-Casts <= AutoCast's + allowance, and accuracy at least AutoCast's.
-
-trtpipe's Casts are those it writes: a model's own Casts (kept as authored by the
-mixed_precision recipe) are shown as "(+n)" and not counted.
-`cast_rows()` returns the rows (one dict per model) for other benchmarks to fold in.
-AutoCast runs with every argument at its default (`data_max=512`, `init_max=65504`,
-`keep_io_types=False`, random calibration data), from the same prepared file.
+The same judgement as the end of `python -m bench.precision_vs_autocast`
+(bench/done_when.py), without its timing repetitions and its "matched
+exclusions" run: per model (every built-in model and the BERT-like encoders of
+bench/encoders.py), one conversion of the raw export by trtpipe's whole path
+(its recipe's sanitize -> upgrade_opset -> precision) and one by
+`convert_to_mixed_precision(low_precision_type="fp16")` with every other argument
+at its default; then trtpipe's written Casts against AutoCast's + the float graph
+inputs and outputs trtpipe keeps in their type and AutoCast turns FP16 (read off
+both files), the paired accuracy verdict on 64 held-out inputs under the FP16
+emulation (bench/paired_accuracy.py), PASS/FAIL per model, and the Casts trtpipe's
+plan charges to each protective reason. Exit 1 when a model FAILs.
 """
 
 from __future__ import annotations
@@ -26,105 +24,56 @@ from pathlib import Path
 
 import onnx
 
-from bench.cases import BUILTIN_CASES, Case, encoder_case, prepare_case
-from bench.converters import autocast_unavailable, convert_with_autocast, convert_with_trtpipe
-from bench.output_facts import accuracy, reference_outputs
-from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
-
-ACCURATE_COSINE = 0.9999
-FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
-EXTRA_BUILTINS = [
-    Case(name, "transformer_fp16", (lambda n=name: builtin_model(n)), BUILTIN_INPUT_SPECS[name]) for name in ("t5", "gpt2")
-]
+from bench.cases import BUILTIN_CASES, encoder_case, prepare_case
+from bench.converters import autocast_defaults, autocast_unavailable, convert_whole_path, convert_with_autocast
+from bench.done_when import print_done_when
+from bench.output_facts import kept_float_io, reference_outputs
+from bench.precision_vs_autocast import measure_side
 
 
-def cast_rows(layers: tuple[int, ...] = (12, 24), work_dir: Path | None = None) -> list[dict]:
-    """One row per model: trtpipe's and AutoCast's Casts, FP32 nodes and worst accuracy."""
+def done_when_results(cases, work_dir: Path) -> list[dict]:
+    """precision_vs_autocast's result rows, trtpipe and AutoCast defaults only, one untimed run each."""
     unavailable = autocast_unavailable()
-    work_dir = Path(work_dir or tempfile.mkdtemp(prefix="trtpipe-casts-"))
-    rows = []
-    for case in BUILTIN_CASES + EXTRA_BUILTINS + [encoder_case(n) for n in layers]:
+    results = []
+    for case in cases:
         prepared = prepare_case(case, work_dir / case.name)
-        source = onnx.load(str(prepared.model_path))
+        source = onnx.load(str(prepared.raw_path))
         references = reference_outputs(source, prepared.eval_feeds)
-        ours = onnx.load(str(convert_with_trtpipe(prepared.model_path, prepared.precision_config,
-                                                  work_dir / case.name / "trtpipe")))
-        plan = json.loads((work_dir / case.name / "trtpipe" / "precision_plan.json").read_text())
-        row = {"model": case.name, "recipe": case.recipe, "trtpipe": _facts(ours, references, prepared.eval_feeds),
-               "authored_casts": sum(1 for node in source.graph.node if node.op_type == "Cast"),
-               "casts_by_reason": plan["totals"].get("casts_by_reason", {}),
-               "allowance": _kept_float_io(source) if prepared.precision_config["keep_io_types"] else 0}
-        if unavailable is None:
-            theirs = onnx.load(str(convert_with_autocast(prepared.model_path, {}, work_dir / case.name / "autocast")))
-            row["autocast"] = _facts(theirs, references, prepared.eval_feeds)
+        ours = convert_whole_path(prepared.raw_path, prepared.stage_configs, work_dir / case.name / "trtpipe")
+        plan = json.loads((ours.parent / "precision_plan.json").read_text())
+        result = {"model": case.name, "recipe": case.recipe,
+                  "casts_by_reason": plan["totals"].get("casts_by_reason", {}),
+                  "trtpipe": measure_side([0.0], ours, source, {}, references, prepared.eval_feeds)}
+        theirs = None
+        if unavailable:
+            result["autocast_defaults"] = {"status": f"unavailable ({unavailable})"}
         else:
-            row["autocast"] = {"unavailable": unavailable}
-        rows.append(row)
-    return rows
-
-
-def _facts(model: onnx.ModelProto, references: list[dict], feeds: list[dict]) -> dict:
-    metrics = accuracy(references, model, feeds)
-    fp32 = _fp32_nodes(model)
-    return {
-        "casts": sum(1 for node in model.graph.node if node.op_type == "Cast"),
-        "fp32_nodes": fp32,
-        "cosine": min(m.cosine for m in metrics.values()),
-        "rel_l2": max(m.rel_l2 for m in metrics.values()),
-        "psnr": min((m.psnr for m in metrics.values() if m.psnr is not None), default=None),
-        "nonfinite": sum(m.nonfinite for m in metrics.values()),
-    }
-
-
-def _fp32_nodes(model: onnx.ModelProto) -> int:
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    graph = inferred.graph
-    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
-    return sum(
-        1 for node in model.graph.node
-        if node.op_type != "Cast" and any(types.get(t) == onnx.TensorProto.FLOAT for t in node.output)
-    )
-
-
-def _kept_float_io(model: onnx.ModelProto) -> int:
-    initializers = {t.name for t in model.graph.initializer}
-    values = [v for v in model.graph.input if v.name not in initializers] + list(model.graph.output)
-    return sum(1 for v in values if v.type.tensor_type.elem_type in FLOAT_TYPES)
-
-
-def print_rows(rows: list[dict]) -> None:
-    print(f"{'model':<16} {'trtpipe casts':>13} {'AutoCast casts':>14} {'allow':>5} {'target':>6}   "
-          f"{'trtpipe cos / relL2 / fp32':>28}   {'AutoCast cos / relL2 / fp32':>28}")
-    print("  target: PASS = Casts <= AutoCast's + allowance and cosine >= AutoCast's; MORE = more Casts;")
-    print(f"  '*' after AutoCast's accuracy: below cosine {ACCURATE_COSINE} (the transformer recipe's bound) or non-finite")
-    for row in rows:
-        ours, theirs = row["trtpipe"], row["autocast"]
-        if "unavailable" in theirs:
-            print(f"{row['model']:<16} {ours['casts']:>13} {'-':>14}")
-            continue
-        written = ours["casts"] - row["authored_casts"]  # the model's own Casts are kept, not written
-        fewer = written <= theirs["casts"] + row["allowance"]
-        verdict = ("PASS" if fewer else "MORE") if ours["cosine"] >= theirs["cosine"] - 1e-6 else "LESS ACC"
-        shown = f"{written}" + (f" (+{row['authored_casts']})" if row["authored_casts"] else "")
-        flag = "" if theirs["cosine"] >= ACCURATE_COSINE and not theirs["nonfinite"] else " *"
-        print(f"{row['model']:<16} {shown:>13} {theirs['casts']:>14} {row['allowance']:>5} "
-              f"{verdict:>6}   {_accuracy(ours):>28}   {_accuracy(theirs) + flag:>28}")
-    for row in rows:
-        print(f"  {row['model']}: trtpipe Casts by reason {row['casts_by_reason']}")
-
-
-def _accuracy(facts: dict) -> str:
-    text = f"{facts['cosine']:.6f} / {facts['rel_l2']:.2e} / {facts['fp32_nodes']}"
-    return text + (f" / {facts['nonfinite']} nonfinite" if facts["nonfinite"] else "")
+            try:
+                theirs = convert_with_autocast(prepared.raw_path, autocast_defaults(),
+                                               work_dir / case.name / "autocast_defaults")
+                result["autocast_defaults"] = measure_side([0.0], theirs, source, {}, references, prepared.eval_feeds)
+            except Exception as error:  # AutoCast failing on a model is a result
+                result["autocast_defaults"] = {"status": f"failed ({type(error).__name__}: {str(error)[:200]})"}
+        result["kept_float_io"] = kept_float_io(source, ours, theirs)
+        results.append(result)
+        print(f"  {case.name}: done", flush=True)
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, nargs="*", default=[12, 24])
+    parser.add_argument("--models", nargs="*", help="only these cases (default: all)")
     parser.add_argument("--work-dir", default=None)
     args = parser.parse_args(argv)
-    print_rows(cast_rows(tuple(args.layers), args.work_dir))
-    return 0
+    cases = BUILTIN_CASES + [encoder_case(n) for n in args.layers]
+    if args.models:
+        cases = [case for case in cases if case.name in args.models]
+    results = done_when_results(cases, Path(args.work_dir or tempfile.mkdtemp(prefix="trtpipe-casts-")))
+    passed = print_done_when(results)
+    for r in results:
+        print(f"  {r['model']}: trtpipe Casts by reason {r['casts_by_reason']}")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@
 with `layers` post-LN layers instead of 2: the same embeddings with outlier
 channels, the same FP32-min attention mask, the same decomposed LayerNorms,
 attention, GELU FFN and pooler, at hidden size 64 and sequence length 16.
+`build_encoder(layers, hidden=768)` builds the same encoder at BERT-base width
+(12 heads of 64, FFN 3072) for timings where weights are realistic
+(`python -m bench.whole_path --hidden 768`).
 So every encoder has the built-in model's FP16 hazards (LayerNorm variance
 overflow, mask constant), only more of them, and needs the same precision plan.
 
@@ -25,18 +28,26 @@ Decisions:
   of the 2,000 the scaling series asks for.
 - Deterministic to the byte: the same `np.random.RandomState` seed as the
   built-in model and weights drawn in build order.
+- Width: the built-in model's width is module constants of
+  trtpipe.models.transformer (`HIDDEN`, `FFN`, `HEADS`, `HEAD_DIM`), read by its
+  functions when they run. Another width sets those constants for the duration
+  of one build and restores them after (`_width`; a benchmark builds one model
+  at a time, no threads), so trtpipe's model code is not copied or changed; at
+  the default width nothing is set and the bytes are the 64-wide encoder's.
+  Wider widths follow BERT-base's proportions: heads of 64, FFN 4 x hidden.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from trtpipe.models import transformer
 from trtpipe.models._builders import GraphBuilder
 from trtpipe.models.transformer import (
-    HEAD_DIM,
-    HEADS,
     HIDDEN,
     OPSET,
     SEQUENCE_LENGTH,
@@ -54,8 +65,35 @@ INPUT_SPECS = {
 }
 
 
-def build_encoder(layers: int) -> onnx.ModelProto:
+BERT_HEAD_DIM = 64  # BERT-base: 768 = 12 heads of 64, FFN 3072 = 4 x 768
+
+
+def build_encoder(layers: int, hidden: int = HIDDEN) -> onnx.ModelProto:
     """A post-LN BERT-like encoder with `layers` layers and a dynamic batch (module docstring)."""
+    with _width(hidden):
+        return _build(layers, hidden)
+
+
+@contextmanager
+def _width(hidden: int):
+    """trtpipe.models.transformer's width constants set to `hidden`'s for one build (module docstring)."""
+    if hidden == HIDDEN:
+        yield
+        return
+    if hidden % BERT_HEAD_DIM or hidden <= max(transformer.OUTLIER_CHANNELS):
+        raise ValueError(f"hidden {hidden}: need a multiple of {BERT_HEAD_DIM} above the outlier channels")
+    width = {"HIDDEN": hidden, "FFN": 4 * hidden, "HEADS": hidden // BERT_HEAD_DIM, "HEAD_DIM": BERT_HEAD_DIM}
+    saved = {name: getattr(transformer, name) for name in width}
+    try:
+        for name, value in width.items():
+            setattr(transformer, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(transformer, name, value)
+
+
+def _build(layers: int, hidden: int) -> onnx.ModelProto:
     builder = encoder_graph(layers, _self_attention)
     return builder.model(
         f"bert_like_encoder_{layers}_layers",
@@ -64,11 +102,11 @@ def build_encoder(layers: int) -> onnx.ModelProto:
             _dynamic_batch_info("attention_mask", TensorProto.INT64, [SEQUENCE_LENGTH]),
         ],
         outputs=[
-            _dynamic_batch_info("last_hidden_state", TensorProto.FLOAT, [SEQUENCE_LENGTH, HIDDEN]),
-            _dynamic_batch_info("pooler_output", TensorProto.FLOAT, [HIDDEN]),
+            _dynamic_batch_info("last_hidden_state", TensorProto.FLOAT, [SEQUENCE_LENGTH, hidden]),
+            _dynamic_batch_info("pooler_output", TensorProto.FLOAT, [hidden]),
         ],
         opset=OPSET,
-        doc_string=f"BERT-like encoder, {layers} layers, hidden {HIDDEN}, dynamic batch (trtpipe bench)",
+        doc_string=f"BERT-like encoder, {layers} layers, hidden {hidden}, dynamic batch (trtpipe bench)",
     )
 
 
@@ -79,10 +117,11 @@ def _dynamic_batch_info(name: str, elem_type: int, shape: list[int]) -> onnx.Val
 def _self_attention(builder: GraphBuilder, rng: np.random.RandomState, prefix: str, x: str, mask: str) -> str:
     """BertSelfAttention as exported with a dynamic batch: Reshape targets come from Shape."""
     scope = _scope(prefix)
+    hidden, heads, head_dim = transformer.HIDDEN, transformer.HEADS, transformer.HEAD_DIM  # the build's width
     query_key_std = _reading_residual_std(1.5)
-    query = _linear(builder, rng, f"{prefix}.query", x, (HIDDEN, HIDDEN), query_key_std)
-    key = _linear(builder, rng, f"{prefix}.key", x, (HIDDEN, HIDDEN), query_key_std)
-    value = _linear(builder, rng, f"{prefix}.value", x, (HIDDEN, HIDDEN), 0.01)
+    query = _linear(builder, rng, f"{prefix}.query", x, (hidden, hidden), query_key_std)
+    key = _linear(builder, rng, f"{prefix}.key", x, (hidden, hidden), query_key_std)
+    value = _linear(builder, rng, f"{prefix}.value", x, (hidden, hidden), 0.01)
 
     def reshape_keeping_leading(tensor: str, drop_last: int, new_tail: list[int]) -> str:
         """`tensor.view(tensor.size()[:-drop_last] + new_tail)`: Shape -> Slice -> Concat -> Reshape."""
@@ -96,17 +135,17 @@ def _self_attention(builder: GraphBuilder, rng: np.random.RandomState, prefix: s
         return builder.node("Reshape", scope, [tensor, target])
 
     def split_heads(tensor: str, perm: list[int]) -> str:
-        reshaped = reshape_keeping_leading(tensor, 1, [HEADS, HEAD_DIM])
+        reshaped = reshape_keeping_leading(tensor, 1, [heads, head_dim])
         return builder.node("Transpose", scope, [reshaped], perm=perm)
 
     key_heads = split_heads(key, [0, 2, 3, 1])  # key.transpose(-1, -2) folded in, as the exporter does
     value_heads = split_heads(value, [0, 2, 1, 3])
     query_heads = split_heads(query, [0, 2, 1, 3])
     scores = builder.node("MatMul", scope, [query_heads, key_heads])
-    sqrt_head_dim = builder.constant(scope, np.array(np.sqrt(HEAD_DIM), dtype=np.float32))
+    sqrt_head_dim = builder.constant(scope, np.array(np.sqrt(head_dim), dtype=np.float32))
     scores = builder.node("Div", scope, [scores, sqrt_head_dim])
     scores = builder.node("Add", scope, [scores, mask])
     probabilities = builder.node("Softmax", scope, [scores], axis=-1)
     context = builder.node("MatMul", scope, [probabilities, value_heads])
     context = builder.node("Transpose", scope, [context], perm=[0, 2, 1, 3])
-    return reshape_keeping_leading(context, 2, [HIDDEN])
+    return reshape_keeping_leading(context, 2, [hidden])

@@ -19,17 +19,18 @@ running it.
 - accuracy: the converted model on trtpipe's faithful FP16 emulation
   (`EmulatedRunner`, every FP16 tensor rounded after every op) against the
   prepared FP32 model in ONNX Runtime (`ReferenceRunner`), per graph output,
-  worst value over the evaluation inputs (`worst_metrics`).
+  worst value over the evaluation inputs (`worst_metrics`); `sample_metrics`
+  keeps each input's metrics for the paired verdict (paired_accuracy.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import onnx
 from onnx import TensorProto
 
-from bench.converters import FUSED_LAYERNORM_PREFIX
 from trtpipe.numerics.metrics import OutputMetrics, output_metrics, worst_metrics
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
@@ -122,14 +123,19 @@ def _node_precisions(model: onnx.ModelProto) -> dict[str, int | None]:
 
 def accuracy(reference_outputs: list[dict], converted: onnx.ModelProto, feeds: list[dict]) -> dict[str, OutputMetrics]:
     """Per graph output, the worst metrics of the emulated converted model over `feeds`."""
+    per_sample = sample_metrics(reference_outputs, converted, feeds)
+    return {name: worst_metrics(metrics) for name, metrics in per_sample.items()}
+
+
+def sample_metrics(reference_outputs: list[dict], converted: onnx.ModelProto,
+                   feeds: list[dict]) -> dict[str, list[OutputMetrics]]:
+    """Per graph output, the metrics of the emulated converted model on each feed, in feed order."""
     from trtpipe.numerics.emulator import EmulatedRunner
 
     runner = EmulatedRunner(converted)
     runs = [runner.run(_as_input_types(converted, feed)) for feed in feeds]
-    return {
-        name: worst_metrics([output_metrics(ref[name], run[name]) for ref, run in zip(reference_outputs, runs)])
-        for name in reference_outputs[0]
-    }
+    return {name: [output_metrics(ref[name], run[name]) for ref, run in zip(reference_outputs, runs)]
+            for name in reference_outputs[0]}
 
 
 def reference_outputs(source: onnx.ModelProto, feeds: list[dict]) -> list[dict]:
@@ -146,3 +152,27 @@ def _as_input_types(model: onnx.ModelProto, feed: dict) -> dict:
     types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
     return {name: array.astype(tensor_dtype_to_np_dtype(types[name])) if name in types and types[name] else array
             for name, array in feed.items()}
+
+
+def kept_float_io(source: onnx.ModelProto, trtpipe: str | Path | None,
+                  defaults: str | Path | None) -> list[str] | None:
+    """The Cast allowance of issue 16, read off the two output files: the float graph inputs and
+    outputs that trtpipe keeps in the raw export's type and AutoCast's defaults turn to FP16.
+    None when either output is missing."""
+    if trtpipe is None or defaults is None:
+        return None
+    floats = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.BFLOAT16)
+    ours, theirs = (_io_types(onnx.load(str(path), load_external_data=False)) for path in (trtpipe, defaults))
+    return [name for name, elem in _io_types(source).items()
+            if elem in floats and ours.get(name) == elem and theirs.get(name) == TensorProto.FLOAT16]
+
+
+def _io_types(model: onnx.ModelProto) -> dict[str, int]:
+    initializers = {t.name for t in model.graph.initializer}
+    values = [v for v in model.graph.input if v.name not in initializers] + list(model.graph.output)
+    return {value.name: value.type.tensor_type.elem_type for value in values}
+
+
+def fp32_node_names(converted: onnx.ModelProto) -> list[str]:
+    """Computing nodes whose float outputs are all FP32 (the `fp32_nodes` definition), for diffs of plans."""
+    return sorted(name for name, elem in _node_precisions(converted).items() if elem == TensorProto.FLOAT)

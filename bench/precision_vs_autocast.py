@@ -2,8 +2,9 @@
 
     python -m bench.precision_vs_autocast            # from the checkout root; README.md has the setup
 
-Per model (the built-in `transformer`, `nafnet`, `mixed_precision`, and BERT-like
-encoders of 4, 12, 24 and 48 layers from `bench/encoders.py`), three timed
+Per model (every built-in model: `transformer`, `nafnet`, `mixed_precision`, `t5`,
+`gpt2`; and BERT-like encoders of 4, 12, 24 and 48 layers from `bench/encoders.py`;
+`--models` picks some of them), three timed
 conversions of the same raw file, interleaved, plus the yardstick:
 - trtpipe: its recipe's sanitize -> upgrade_opset -> precision, through the real
   stage code (converters.convert_whole_path);
@@ -13,8 +14,10 @@ conversions of the same raw file, interleaved, plus the yardstick:
 - `onnx.load` + `onnx.save` of the raw file.
 For each output: Casts, FP32 nodes, FP16 share of the MatMul/Gemm/Conv FLOPs, and
 accuracy of every graph output on the faithful FP16 emulation against the raw
-model in ONNX Runtime, on held-out inputs (seed 1; the recipes plan with seed 0).
-Then the targets, every one a ratio measured in this run (report.py).
+model in ONNX Runtime, on 64 held-out inputs (seed 1; the recipes plan with seed 0),
+judged per output by a paired, noise-aware verdict against each AutoCast run
+(paired_accuracy.py). Then the targets, every one a ratio measured in this run,
+and issue 16's "done when" per model (report.py, done_when.py).
 
 How the comparison is made fair (see also converters.py and cases.py):
 - Same input: the raw export, for both. trtpipe's time includes its sanitize
@@ -60,8 +63,9 @@ from bench.converters import (
     load_save,
     trtpipe_fp32_nodes,
 )
-from bench.output_facts import accuracy, model_facts, reference_outputs
+from bench.output_facts import fp32_node_names, kept_float_io, model_facts, reference_outputs, sample_metrics
 from bench.report import print_report
+from trtpipe.numerics.metrics import json_float, worst_metrics
 
 ENCODER_LAYERS = (4, 12, 24, 48)
 AUTOCAST_MAX_LAYERS = 24  # AutoCast at 48 layers: 40-90 s per run and argument set, on request
@@ -74,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     unavailable = autocast_unavailable()
     work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="trtpipe-bench-"))
     cases = BUILTIN_CASES + [encoder_case(layers) for layers in args.layers]
+    if args.models:
+        unknown = set(args.models) - {case.name for case in cases}
+        if unknown:
+            raise SystemExit(f"unknown --models {sorted(unknown)}; known: {[case.name for case in cases]}")
+        cases = [case for case in cases if case.name in args.models]
     print(f"writing {len(cases)} raw exports in {work_dir}", flush=True)
     prepared = [prepare_case(case, work_dir / case.name) for case in cases]
     _warm_up(prepared[0], work_dir / "warm-up", unavailable is None)
@@ -102,6 +111,7 @@ def _arguments(argv):
     parser.add_argument("--layers", type=int, nargs="*", default=list(ENCODER_LAYERS), help="encoder depths")
     parser.add_argument("--autocast-max-layers", type=int, default=AUTOCAST_MAX_LAYERS,
                         help="run AutoCast on encoders up to this depth (48 adds two 40-90 s runs)")
+    parser.add_argument("--models", nargs="*", help="only these cases (e.g. nafnet encoder-12; default: all)")
     parser.add_argument("--json", help="also write all measurements to this JSON file")
     parser.add_argument("--work-dir", help="keep raw and converted models here (default: a temp dir, removed)")
     return parser.parse_args(argv)
@@ -174,18 +184,19 @@ def _measure(case: PreparedCase, work_dir: Path, args, autocast_skip: str | None
         "model": case.case.name, "recipe": case.case.recipe, "nodes": len(source.graph.node),
         "fp32_requested": len(aliases),
         "float_io": _float_io(source),
+        "kept_float_io": kept_float_io(source, outputs.get("trtpipe"), outputs.get("autocast_defaults")),
         "load_save": {"seconds": _rounded(seconds["load_save"]), "median": statistics.median(seconds["load_save"])},
     }
     for run in ("trtpipe", *AUTOCAST_RUNS):
         if run in outputs:
-            result[run] = _side(seconds[run], outputs[run], source, aliases, references, case.eval_feeds)
+            result[run] = measure_side(seconds[run], outputs[run], source, aliases, references, case.eval_feeds)
         else:
             result[run] = {"status": errors.get(run) or autocast_skip}
     return result
 
 
 def _float_io(model: onnx.ModelProto) -> int:
-    """Float graph inputs and outputs: AutoCast's defaults make them FP16, trtpipe keeps their type."""
+    """Float graph inputs and outputs of the raw export."""
     floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
     return sum(value.type.tensor_type.elem_type in floats for value in [*model.graph.input, *model.graph.output])
 
@@ -194,11 +205,14 @@ def _rounded(values: list[float]) -> list[float]:
     return [round(value, 4) for value in values]
 
 
-def _side(seconds: list[float], out: Path, source, aliases, references, feeds) -> dict:
+def measure_side(seconds: list[float], out: Path, source, aliases, references, feeds) -> dict:
     converted = onnx.load(str(out))
     facts = model_facts(converted, source, aliases, feeds[0])
-    facts.accuracy = accuracy(references, converted, feeds)
-    return {"status": "ok", "seconds": _rounded(seconds), "median": statistics.median(seconds), **facts.to_json()}
+    per_sample = sample_metrics(references, converted, feeds)
+    facts.accuracy = {name: worst_metrics(metrics) for name, metrics in per_sample.items()}
+    rel_l2 = {name: [json_float(m.rel_l2) for m in metrics] for name, metrics in per_sample.items()}
+    return {"status": "ok", "seconds": _rounded(seconds), "median": statistics.median(seconds), **facts.to_json(),
+            "fp32_node_names": fp32_node_names(converted), "rel_l2_samples": rel_l2}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,80 @@
+"""Issue 16's "done when", judged per model from one benchmark run (precision_vs_autocast.py's results).
+
+Per model, one line and a verdict:
+- Casts: trtpipe's written Casts <= AutoCast defaults' Casts + the allowance, the
+  float graph inputs and outputs trtpipe keeps in the raw export's type and
+  AutoCast's defaults turn to FP16 (`kept_float_io`, read off both output files by
+  output_facts.kept_float_io, not counted by hand);
+- accuracy: no output "worse" than AutoCast's defaults under the paired,
+  noise-aware verdict (paired_accuracy.py) on the held-out samples;
+- PASS when both hold, FAIL when one does not, n/a when AutoCast's defaults did not
+  run on the model (unavailable, skipped by depth, or failed: the reason is printed).
+The FP16 share of the MatMul/Gemm/Conv FLOPs of both outputs is printed next to
+them for context (a tool can buy accuracy with FP32 FLOPs); it is not judged.
+
+Decision: "written Casts" are the Casts in trtpipe's output minus those already in
+the raw export (`casts_added`): the `mixed_precision` recipe keeps the author's Casts
+as authored (`respect_authored`), which is the author's choice, not one trtpipe
+makes; they are shown as "(+n of the raw export)". AutoCast's count is every Cast
+in its output (it re-decides the raw export's own Casts).
+"""
+
+from __future__ import annotations
+
+from bench.paired_accuracy import WORSE, paired_verdict
+
+
+def verdicts_against(result: dict, run: str) -> dict[str, object] | None:
+    """Per output, the paired verdict of trtpipe against AutoCast `run`; None if either side is missing."""
+    ours, theirs = result["trtpipe"], result[run]
+    if ours.get("status") != "ok" or theirs.get("status") != "ok":
+        return None
+    return {name: paired_verdict([float(v) for v in errors], [float(v) for v in theirs["rel_l2_samples"][name]])
+            for name, errors in ours["rel_l2_samples"].items()}
+
+
+def done_when_rows(results: list[dict]) -> list[dict]:
+    """One row per model: the counts, the verdicts and PASS / FAIL / n/a."""
+    rows = []
+    for r in results:
+        ours, theirs = r["trtpipe"], r["autocast_defaults"]
+        row = {"model": r["model"]}
+        if ours.get("status") != "ok" or theirs.get("status") != "ok":
+            row.update(verdict="n/a", why=f"AutoCast defaults {theirs.get('status')}"
+                       if ours.get("status") == "ok" else f"trtpipe {ours.get('status')}")
+            rows.append(row)
+            continue
+        allowance = r["kept_float_io"] or []
+        written, authored = ours["casts_added"], ours["casts"] - ours["casts_added"]
+        casts_ok = written <= theirs["casts"] + len(allowance)
+        accuracy = verdicts_against(r, "autocast_defaults")
+        worse = [name for name, v in accuracy.items() if v.verdict == WORSE]
+        flops = f"{ours.get('fp16_flop_share', float('nan')):.1%} vs {theirs.get('fp16_flop_share', float('nan')):.1%}"
+        row.update(written=written, authored=authored, autocast=theirs["casts"], allowance=allowance, fp16_flops=flops,
+                   casts_ok=casts_ok, accuracy=accuracy, worse=worse,
+                   verdict="PASS" if casts_ok and not worse else "FAIL")
+        rows.append(row)
+    return rows
+
+
+def print_done_when(results: list[dict]) -> bool:
+    """Print the per-model lines; True when no model FAILs."""
+    rows = done_when_rows(results)
+    print("\nIssue 16 \"done when\", per model: trtpipe's default recipe vs AutoCast's defaults, same raw export")
+    print("  Casts: trtpipe writes <= AutoCast defaults' Casts + kept float I/O (inputs/outputs trtpipe keeps in")
+    print("  their type and AutoCast turns FP16); accuracy: no output worse (paired rel_l2, sign-test 95% interval)")
+    for row in rows:
+        if row["verdict"] == "n/a":
+            print(f"  {row['model']:<16} n/a ({row['why']})")
+            continue
+        authored = f" (+{row['authored']} of the raw export)" if row["authored"] else ""
+        casts = (f"Casts {row['written']}{authored} {'<=' if row['casts_ok'] else '>'} "
+                 f"{row['autocast']} + {len(row['allowance'])}")
+        accuracy = "; ".join(f"{name} {v.verdict} ({v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}])"
+                             for name, v in row["accuracy"].items())
+        print(f"  {row['model']:<16} {casts:<38} | FP16 FLOPs {row['fp16_flops']} | {accuracy}")
+    for row in rows:
+        if row["verdict"] != "n/a":
+            problems = ([] if row["casts_ok"] else ["more Casts"]) + [f"{name} less accurate" for name in row["worse"]]
+            print(f"  {row['model']:<16} {row['verdict']}" + (f": {', '.join(problems)}" if problems else ""))
+    return all(row["verdict"] != "FAIL" for row in rows)
