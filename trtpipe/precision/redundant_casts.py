@@ -1,6 +1,8 @@
 """Remove Casts that change nothing from the materialised model: dead Casts and exact round trips.
 
-Two rewrites, repeated until neither applies (removing one Cast can make another dead):
+Two rewrites per graph: round trips first, in graph order (a chain of them collapses to its
+first input), then dead Casts until none is left (removing one can leave the Cast feeding it
+unread):
 
 1. dead: a Cast whose output no node reads (directly, or from inside an If/Loop/Scan
    body) and that is not an output of its graph. Authored or added alike: after
@@ -29,7 +31,11 @@ Decisions:
 - Integers count only where every value survives: a wider integer range (INT8 ->
   INT32 -> INT8), BOOL through any number type (0/1), and integers through a float
   whose significand holds them all (INT8/UINT8 through FP16, up to 16-bit through FP32,
-  up to 32-bit through FP64). Float -> integer never does (fractions).
+  up to 32-bit through FP64). Float -> integer never does (fractions). A same-width or
+  wider integer of the other sign (INT8 through UINT8) does not count: ONNX leaves an
+  out-of-range integer Cast undefined, although ONNX Runtime wraps it back.
+- Called by the precision stage on the model it writes (after `materialize`); the
+  search's trials skip it: it changes no value, so no trial's verdict.
 - Every removal is returned with its reason; the precision stage records them in
   the plan (`redundant_casts`).
 """
@@ -37,12 +43,12 @@ Decisions:
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 
 import onnx
 from onnx import TensorProto
 
 from trtpipe.graph.domains import DEFAULT_DOMAINS
-from trtpipe.graph.subgraphs import all_graphs
 from trtpipe.precision.element_types import is_lossless, short_name
 from trtpipe.precision.graph_index import outer_names_read_by_subgraphs
 
@@ -74,100 +80,127 @@ def holds_exactly(source: int, middle: int) -> bool:
 def remove_redundant_casts(model: onnx.ModelProto) -> list[dict]:
     """Apply both rewrites to `model` in place, every graph included; returns one entry per removed
     Cast: {name, graph, reason} (`graph` is the name of the graph or body it was in)."""
-    types = _element_types(model)
     removed: list[dict] = []
-    for graph in all_graphs(model.graph):
-        removed += _simplify(graph, types)
+    _simplify(model.graph, [], _ElementTypes(), removed)
     return removed
 
 
-def _simplify(graph: onnx.GraphProto, types: dict[str, int]) -> list[dict]:
-    """Both rewrites on one graph (not its bodies); returns the removed Casts in graph order."""
-    reasons = _bypass_round_trips(graph, types)
-    reasons.update(_dead_casts(graph, set(reasons)))
-    if not reasons:
-        return []
-    removed = [{"name": graph.node[p].name, "graph": graph.name, "reason": reasons[p]} for p in sorted(reasons)]
-    gone = {graph.node[position].output[0] for position in reasons}
-    kept_nodes = [node for position, node in enumerate(graph.node) if position not in reasons]
+class _ElementTypes:
+    """The element type of a tensor as its graph or an enclosing one records it (input, output,
+    value_info, initializer, a Cast's target); None when none does. Read from a graph only when a
+    Cast there first reads a Cast."""
+
+    def __init__(self) -> None:
+        self._tables: dict[int, dict[str, int]] = {}
+
+    def of(self, name: str, scopes: list[onnx.GraphProto]) -> int | None:
+        for graph in reversed(scopes):
+            table = self._tables.get(id(graph))
+            if table is None:
+                table = self._tables[id(graph)] = _element_types(graph)
+            if name in table:
+                return table[name]
+        return None
+
+
+def _simplify(graph: onnx.GraphProto, enclosing: list, types: _ElementTypes, removed: list[dict]) -> None:
+    """Both rewrites on `graph`, then on its bodies; appends the removed Casts in graph order."""
+    scopes = [*enclosing, graph]
+    nodes = list(graph.node)
+    with_bodies = [node for node in nodes if _has_body(node)]
+    cast_at = {node.output[0]: position for position, node in enumerate(nodes) if _is_cast(node)}
+    if cast_at:
+        outputs = {value.name for value in graph.output}
+        body_reads = {name for node in with_bodies for name in outer_names_read_by_subgraphs(node)}
+        reasons = _bypass_round_trips(nodes, cast_at, outputs | body_reads, lambda name: types.of(name, scopes))
+        reasons.update(_dead_casts(nodes, cast_at, outputs, body_reads, reasons))
+        if reasons:
+            _remove(graph, nodes, reasons)
+            with_bodies = [node for node in graph.node if _has_body(node)]  # the graph holds copies now
+            removed += [{"name": nodes[p].name, "graph": graph.name, "reason": reasons[p]} for p in sorted(reasons)]
+    for node in with_bodies:
+        for attribute in node.attribute:
+            for body in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
+                _simplify(body, scopes, types, removed)
+
+
+def _remove(graph: onnx.GraphProto, nodes: list, positions: dict[int, str]) -> None:
+    """The graph without the nodes at `positions` (it stores copies of the `nodes` it keeps)."""
+    gone = {nodes[position].output[0] for position in positions}
     del graph.node[:]
-    graph.node.extend(kept_nodes)
+    graph.node.extend(node for position, node in enumerate(nodes) if position not in positions)
     kept_info = [info for info in graph.value_info if info.name not in gone]
     del graph.value_info[:]
     graph.value_info.extend(kept_info)
-    return removed
 
 
-def _bypass_round_trips(graph: onnx.GraphProto, types: dict[str, int]) -> dict[int, str]:
-    """Readers of every exact round trip's second Cast read the first Cast's input; the second Casts,
-    now read by nothing, are returned (position -> reason) for removal. One pass in the graph's
-    (topological) order, so a chain of round trips collapses to its first input."""
-    producer = {output: node for node in graph.node for output in node.output if output}
-    kept_names = {value.name for value in graph.output}
-    kept_names.update(name for node in graph.node for name in outer_names_read_by_subgraphs(node))
+def _bypass_round_trips(nodes: list, cast_at: dict[str, int], kept: set[str], element_type) -> dict[int, str]:
+    """Readers of every exact round trip's second Cast read the first Cast's input instead; the second
+    Casts, now read by nothing, are returned (position -> reason). In the graph's (topological) order,
+    so a chain of round trips collapses to its first input. `kept`: outputs no Cast may stop writing."""
     renamed: dict[str, str] = {}
     removed: dict[int, str] = {}
-    for position, node in enumerate(graph.node):
-        for slot, name in enumerate(node.input):
-            if name in renamed:
-                node.input[slot] = renamed[name]
-        first = producer.get(node.input[0]) if _is_cast(node) else None
-        if first is None or not _is_cast(first) or node.output[0] in kept_names:
+    for position in sorted(cast_at.values()):
+        second = nodes[position]
+        first_position = cast_at.get(renamed.get(second.input[0], second.input[0]))
+        if first_position is None or second.output[0] in kept:
             continue
-        source, middle = types.get(first.input[0]), _target(first)
-        if source is None or middle is None or _target(node) != source or not holds_exactly(source, middle):
+        first = nodes[first_position]
+        original = renamed.get(first.input[0], first.input[0])
+        source, middle = element_type(original), _target(first)
+        if source is None or middle is None or _target(second) != source or not holds_exactly(source, middle):
             continue
-        renamed[node.output[0]] = first.input[0]
+        renamed[second.output[0]] = original
         removed[position] = (
-            f"exact round trip: {first.name} casts {first.input[0]} from {short_name(source)} to "
+            f"exact round trip: {first.name} casts {original} from {short_name(source)} to "
             f"{short_name(middle)}, which holds every {short_name(source)} value exactly, and this Cast "
-            f"casts it back: its readers read {first.input[0]} directly")
-    for node in graph.node:  # a graph not in topological order: readers placed before their round trip
-        for slot, name in enumerate(node.input):
-            while name in renamed:
-                name = renamed[name]
-            node.input[slot] = name
+            f"casts it back: its readers read {original} directly")
+    if renamed:
+        for node in nodes:
+            for slot, name in enumerate(node.input):
+                while name in renamed:  # a graph not in topological order: a reader before its round trip
+                    name = renamed[name]
+                if name != node.input[slot]:
+                    node.input[slot] = name
     return removed
 
 
-def _dead_casts(graph: onnx.GraphProto, removed: set[int]) -> dict[int, str]:
+def _dead_casts(nodes: list, cast_at: dict[str, int], outputs: set[str], body_reads: set[str],
+                removed: dict[int, str]) -> dict[int, str]:
     """Casts nothing reads (position -> reason), repeatedly: removing one may leave the Cast feeding
-    it unread. `removed`: positions already going, whose reads do not count."""
-    readers: Counter[str] = Counter(value.name for value in graph.output)
-    producer: dict[str, int] = {}
-    for position, node in enumerate(graph.node):
-        producer.update((output, position) for output in node.output if output)
-        if position not in removed:
-            readers.update(name for name in node.input if name)
-            readers.update(outer_names_read_by_subgraphs(node))
+    it unread. `removed`: Casts already going, whose reads do not count."""
+    readers = Counter(chain(outputs, body_reads, chain.from_iterable(
+        node.input for position, node in enumerate(nodes) if position not in removed)))
+    went = {nodes[position].input[0]: nodes[position].name for position in removed}
     dead: dict[int, str] = {}
-    queue = [position for position in range(len(graph.node)) if position not in removed]
+    queue = [position for position in cast_at.values() if position not in removed]
     while queue:
         position = queue.pop()
-        node = graph.node[position]
-        if position in removed or position in dead or not _is_cast(node) or readers[node.output[0]]:
+        node = nodes[position]
+        if position in dead or readers[node.output[0]]:
             continue
-        bypassed = [graph.node[p].name for p in sorted(removed) if node.output[0] in graph.node[p].input]
-        dead[position] = DEAD + (f" (once {', '.join(bypassed)} went)" if bypassed else "")
+        bypassed = went.get(node.output[0])
+        dead[position] = DEAD + (f" (once {bypassed} went)" if bypassed else "")
         readers[node.input[0]] -= 1
-        if node.input[0] in producer:
-            queue.append(producer[node.input[0]])
+        if node.input[0] in cast_at and cast_at[node.input[0]] not in removed:
+            queue.append(cast_at[node.input[0]])
     return dead
 
 
-def _element_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element types the model records (inputs, outputs, value_info, initializers, Cast targets),
-    every graph included; a tensor not recorded is absent (its round trips are left alone)."""
+def _has_body(node: onnx.NodeProto) -> bool:
+    return any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute)
+
+
+def _element_types(graph: onnx.GraphProto) -> dict[str, int]:
     types: dict[str, int] = {}
-    for graph in all_graphs(model.graph):
-        for value in [*graph.input, *graph.value_info, *graph.output]:
-            if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
-                types[value.name] = value.type.tensor_type.elem_type
-        for tensor in graph.initializer:
-            types[tensor.name] = tensor.data_type
-        for node in graph.node:
-            if _is_cast(node) and _target(node) is not None:
-                types[node.output[0]] = _target(node)
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+            types[value.name] = value.type.tensor_type.elem_type
+    for tensor in graph.initializer:
+        types[tensor.name] = tensor.data_type
+    for node in graph.node:
+        if _is_cast(node) and _target(node) is not None:
+            types[node.output[0]] = _target(node)
     return types
 
 
