@@ -12,11 +12,12 @@ Per model, one line and a verdict:
 The FP16 share of the MatMul/Gemm/Conv FLOPs of both outputs is printed next to
 them for context (a tool can buy accuracy with FP32 FLOPs); it is not judged.
 
-Decision: "written Casts" are the Casts in trtpipe's output minus those already in
-the raw export (`casts_added`): the `mixed_precision` recipe keeps the author's Casts
-as authored (`respect_authored`), which is the author's choice, not one trtpipe
-makes; they are shown as "(+n of the raw export)". AutoCast's count is every Cast
-in its output (it re-decides the raw export's own Casts).
+Decision: "Casts" are every Cast in each tool's output, the raw export's own
+included: they run in the engine like any other, and AutoCast re-decides the raw
+export's Casts, so both counts measure the same thing. The `mixed_precision`
+recipe keeps the author's Casts except dead or exact no-op ones
+(trtpipe/precision/redundant_casts.py); how many of trtpipe's are the author's is
+shown as "(n of the raw export)".
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def done_when_rows(results: list[dict]) -> list[dict]:
             rows.append(row)
             continue
         allowance = r["kept_float_io"] or []
-        written, authored = ours["casts_added"], ours["casts"] - ours["casts_added"]
+        written, authored = ours["casts"], ours["casts"] - ours["casts_added"]
         casts_ok = written <= theirs["casts"] + len(allowance)
         accuracy = verdicts_against(r, "autocast_defaults")
         worse = [name for name, v in accuracy.items() if v.verdict == WORSE]
@@ -67,7 +68,7 @@ def print_done_when(results: list[dict]) -> bool:
         if row["verdict"] == "n/a":
             print(f"  {row['model']:<16} n/a ({row['why']})")
             continue
-        authored = f" (+{row['authored']} of the raw export)" if row["authored"] else ""
+        authored = f" ({row['authored']} of the raw export)" if row["authored"] else ""
         casts = (f"Casts {row['written']}{authored} {'<=' if row['casts_ok'] else '>'} "
                  f"{row['autocast']} + {len(row['allowance'])}")
         accuracy = "; ".join(f"{name} {v.verdict} ({v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}])"

@@ -4,8 +4,9 @@ Nothing here trusts a tool's own report: every number is read off the
 converted ONNX file (node types from ONNX shape inference) or measured by
 running it.
 
-- `casts`: Cast nodes in the converted model; `casts_added` subtracts those
-  already in the input (the `mixed_precision` model arrives with 8).
+- `casts`: Cast nodes in the converted model; `casts_added`: those of them not
+  in the input by name (the `mixed_precision` model arrives with 8, some of which
+  a tool may remove).
 - `fp32_nodes` / `fp16_nodes`: nodes that compute, i.e. have a float output,
   excluding Cast and Constant, whose float outputs are all FP32 / all FP16.
 - `exclusions_honoured`: of the nodes both tools were told to keep FP32, how
@@ -66,16 +67,21 @@ def model_facts(converted: onnx.ModelProto, source: onnx.ModelProto, aliases: di
         elif all(t == TensorProto.FLOAT for t in found):
             honoured += 1
     casts = sum(node.op_type == "Cast" for node in converted.graph.node)
+    authored = _cast_names(source)
     return ModelFacts(
         nodes=len(converted.graph.node),
         casts=casts,
-        casts_added=casts - sum(node.op_type == "Cast" for node in source.graph.node),
+        casts_added=casts - sum(node.op_type == "Cast" and node.name in authored for node in converted.graph.node),
         fp32_nodes=sum(t == TensorProto.FLOAT for t in precision.values()),
         fp16_nodes=sum(t == TensorProto.FLOAT16 for t in precision.values()),
         exclusions_honoured=honoured,
         fp16_flop_share=fp16_flop_share(converted, feed),
         exclusions_missing=missing,
     )
+
+
+def _cast_names(model: onnx.ModelProto) -> set[str]:
+    return {node.name for node in model.graph.node if node.op_type == "Cast"}
 
 
 def fp16_flop_share(converted: onnx.ModelProto, feed: dict) -> float:

@@ -29,7 +29,9 @@ class PlanPrecision(Stage):
     #     `totals.casts_by_reason`, `fewest_casts` and `masked_additions` in the plan
     # 15: fused Instance/GroupNormalization stay FP32 with their group (statistics not measured);
     #     an additive mask read by LogSoftmax is not tolerated; the mask Add's reason says why it is FP16
-    version = "15"
+    # 16: dead Casts and exact round trips (FP16 -> FP32 -> FP16) removed after materialisation,
+    #     authored ones included; `redundant_casts` in the plan (precision/redundant_casts.py)
+    version = "16"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -75,6 +77,7 @@ class PlanPrecision(Stage):
         from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
         from trtpipe.precision.plan_document import plan_document, summary_line
         from trtpipe.precision.planner import plan_precision
+        from trtpipe.precision.redundant_casts import forget_removed_casts, record_removals, remove_redundant_casts
 
         model = load_model(inputs["model"], weights_on_disk=True)
         name_nodes_as_parser_does(model)
@@ -96,9 +99,12 @@ class PlanPrecision(Stage):
             derive_control_flow(net, decisions)  # the search moves body nodes: say what their If/Loop is now
         node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
         mixed, report = materialize(model, node_precision, keep_io_types=config["keep_io_types"])
+        removed = remove_redundant_casts(mixed)  # dead Casts and exact round trips (redundant_casts.py)
+        forget_removed_casts(report, removed)
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
         document.update(notes)  # boundaries: the stored-tensor check (auto_boundaries.py)
+        record_removals(document, removed)
         document["tensorrt_check"] = _rules_against_tensorrt(inputs["model"], net, matches, self._backend)
         (out_dir / "precision_plan.json").write_text(json.dumps(document, indent=2) + "\n")
         outputs = {"model": "model.onnx", "plan": "precision_plan.json"}
