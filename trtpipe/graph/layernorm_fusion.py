@@ -35,8 +35,10 @@ import onnx_graphsurgeon as gs
 from trtpipe.graph import value_info
 from trtpipe.graph.parser_names import unique_name
 from trtpipe.graph.absorbed_nodes import record_absorbed_nodes
-from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph
-from trtpipe.graph.layernorm_rule import ANCHOR, FUSED_OP, PATTERNS, check, rewrite
+from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
+from trtpipe.graph.gs_export import OutOfScope
+from trtpipe.graph.layernorm_proto import candidates, matchable_graph, rewritten_model
+from trtpipe.graph.layernorm_rule import ANCHOR, FUSED_OP, PATTERNS, check, rewrite, trailing_axes
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.pattern import Match, match
 
@@ -59,8 +61,35 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
         )
     working = onnx.ModelProto()
     working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
-    graph = graph_from_model(_infer_shapes_with_data(value_info.infer_shapes(working)))
-    accepted, refused, notes = _find_matches(graph)
+    working = _infer_shapes_with_data(value_info.infer_shapes(working))
+    try:
+        return _fuse_on_proto(model, working)
+    except OutOfScope as why:
+        logger.debug("LayerNorm fusion through onnx-graphsurgeon: %s", why)
+    return _fuse_with_graphsurgeon(model, working)
+
+
+def _fuse_on_proto(model: onnx.ModelProto, working: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """The fast path (layernorm_proto.py): same matches, same written model, no round trip."""
+    graph = matchable_graph(working)
+    accepted, refused, notes = _find_matches(candidates(graph), {value.name for value in working.graph.output})
+    report: dict = {"fused": [], "refused": refused}
+    if not accepted:
+        return model, report
+    taken_names = {node.name for node in graph.nodes}
+    names = []
+    for found in accepted:
+        names.append(_fused_entry(found, taken_names, notes, report))
+    fused_model = rewritten_model(graph, accepted, names)
+    return _finished(fused_model, model, [found.root.outputs[0].name for found in accepted], report)
+
+
+def _fuse_with_graphsurgeon(model: onnx.ModelProto, working: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """The round trip: import, rewrite gs-style, `cleanup().toposort()`, export."""
+    graph = graph_from_model(working)
+    accepted, refused, notes = _find_matches(
+        lambda pattern: [node for node in graph.nodes if node.op == pattern.root.op_type],
+        {tensor.name for tensor in graph.outputs})
     report: dict = {"fused": [], "refused": refused}
     if not accepted:
         return model, report
@@ -68,22 +97,31 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     taken_names = {node.name for node in graph.nodes}
     fused_outputs = []
     for found in accepted:
-        absorbed = [node.name for node in found.ordered_nodes() if node.name]
-        name = unique_name(_fused_name(absorbed), taken_names)
-        taken_names.add(name)
-        fused = rewrite(found, name)
+        fused = rewrite(found, _fused_entry(found, taken_names, notes, report))
         found.root.outputs.clear()  # disconnect: the tensor now comes from the fused node
         graph.nodes.append(fused)
         fused_outputs.append(fused.outputs[0].name)
-        axis = fused.attrs["axis"]
-        entry = {"node": name, "absorbed": absorbed, "axis": axis, "affine": "gamma" in found.values}
-        if found.nodes[ANCHOR].name in notes:
-            entry["note"] = f"gamma/beta left as Mul/Add: {notes[found.nodes[ANCHOR].name]}"
-        report["fused"].append(entry)
-        logger.info("fused %d nodes into %s (axis %d)", len(absorbed), name, axis)
     graph.cleanup().toposort()
+    return _finished(model_from_graph(graph, like=model), model, fused_outputs, report)
 
-    fused_model = model_from_graph(graph, like=model)
+
+def _fused_entry(found: Match, taken_names: set[str], notes: dict[str, str], report: dict) -> str:
+    """Name the fused node (unique), add its report entry and log it; returns the name."""
+    absorbed = [node.name for node in found.ordered_nodes() if node.name]
+    name = unique_name(_fused_name(absorbed), taken_names)
+    taken_names.add(name)
+    count = len(trailing_axes(found))
+    entry = {"node": name, "absorbed": absorbed, "axis": -count, "affine": "gamma" in found.values}
+    if found.nodes[ANCHOR].name in notes:
+        entry["note"] = f"gamma/beta left as Mul/Add: {notes[found.nodes[ANCHOR].name]}"
+    report["fused"].append(entry)
+    logger.info("fused %d nodes into %s (axis %d)", len(absorbed), name, -count)
+    return name
+
+
+def _finished(fused_model: onnx.ModelProto, model: onnx.ModelProto, fused_outputs: list[str],
+              report: dict) -> tuple[onnx.ModelProto, dict]:
+    restore_model_fields(fused_model, model)
     value_info.strip_value_info(fused_model, changed=fused_outputs)
     record_absorbed_nodes(fused_model, {entry["node"]: entry["absorbed"] for entry in report["fused"]})
     return fused_model, report
@@ -111,18 +149,17 @@ def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _find_matches(graph: gs.Graph) -> tuple[list[Match], list[dict], dict[str, str]]:
+def _find_matches(candidates, graph_outputs: set[str]) -> tuple[list[Match], list[dict], dict[str, str]]:
     """Accepted matches (disjoint); one refusal per anchor never fused; and, for
-    anchors fused by a shorter variant, why the longer one was refused."""
-    graph_outputs = {tensor.name for tensor in graph.outputs}
+    anchors fused by a shorter variant, why the longer one was refused.
+    `candidates(pattern)`: the nodes, in graph order, where the pattern may match
+    (at least every node of its root's op type where `match` succeeds)."""
     claimed: set[int] = set()
     accepted: list[Match] = []
     reasons: dict[str, str] = {}
     fused_anchors: set[str] = set()
     for pattern in PATTERNS:
-        for node in graph.nodes:
-            if node.op != pattern.root.op_type:
-                continue
+        for node in candidates(pattern):
             found = match(pattern, node)
             if found is None or any(id(n) in claimed for n in found.nodes.values()):
                 continue
