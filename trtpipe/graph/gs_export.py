@@ -95,17 +95,20 @@ def export_like_graphsurgeon(working: onnx.ModelProto, nodes: list[onnx.NodeProt
                   and types[name].type.ByteSize()]
     if any(value.name in initializers for value in graph.output):
         raise OutOfScope("a graph output is an initializer")
-    exported = onnx.helper.make_graph(
-        nodes=[_node(node) for node in kept],
-        name=graph.name,
-        inputs=[_value_info(types[value.name], value.name) for value in inputs],
-        outputs=[_value_info(types[value.name], value.name) for value in graph.output],
-        initializer=[initializers[name] for name in walked if name in initializers],
-        sparse_initializer=[],
-        doc_string=graph.doc_string,
-        value_info=value_info,
-    )
-    model = onnx.helper.make_model(exported, opset_imports=_opset_imports(working, kept), functions=[])
+    # What onnx.helper.make_graph then make_model(graph, opset_imports=..., functions=[]) write,
+    # built in place: make_model's CopyFrom of the whole graph would copy every node twice.
+    model = onnx.ModelProto()
+    model.ir_version = onnx.IR_VERSION
+    exported = model.graph
+    exported.node.extend(_node(node) for node in kept)
+    exported.name = graph.name
+    exported.input.extend(_value_info(types[value.name], value.name) for value in inputs)
+    exported.output.extend(_value_info(types[value.name], value.name) for value in graph.output)
+    exported.initializer.extend(initializers[name] for name in walked if name in initializers)
+    exported.value_info.extend(value_info)
+    if graph.doc_string:
+        exported.doc_string = graph.doc_string
+    model.opset_import.extend(_opset_imports(working, kept))
     model.producer_name = working.producer_name
     model.producer_version = working.producer_version
     model.ir_version = working.ir_version

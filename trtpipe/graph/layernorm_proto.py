@@ -45,11 +45,64 @@ def matchable_graph(working: onnx.ModelProto) -> ProtoGraph:
 
 
 def candidates(graph: ProtoGraph):
-    """For a pattern, the nodes (in graph order) where `pattern.match` may succeed."""
+    """For a pattern, the nodes (in graph order) where `pattern.match` may succeed.
+
+    Nodes of the root's op type are grouped once by what produces their inputs (the
+    op type of each input's single producer); a pattern looks only at the groups
+    whose producers fit its root's inputs, then walks `PREFILTER_DEPTH` levels."""
+    groups: dict[str, dict[tuple, list[int]]] = {}
+
+    def grouped(op_type: str) -> dict[tuple, list[int]]:
+        if op_type not in groups:
+            by_key: dict[tuple, list[int]] = {}
+            for index in graph.by_op.get(op_type, ()):
+                key = (graph.nodes[index].domain in DEFAULT_DOMAINS,
+                       tuple(_producer_op(graph, name) for name in graph.node_inputs[index]))
+                by_key.setdefault(key, []).append(index)
+            groups[op_type] = by_key
+        return groups[op_type]
+
+    walked: dict[tuple, bool] = {}  # (the root's structure, node) -> _could_match; patterns share structures
+
+    def could_match(root: PatternOp, signature: tuple, index: int) -> bool:
+        key = (signature, index)
+        if key not in walked:
+            walked[key] = _could_match(graph, root, index, PREFILTER_DEPTH)
+        return walked[key]
+
     def roots(pattern: Pattern):
-        return [graph.node(index) for index in graph.by_op.get(pattern.root.op_type, ())
-                if _could_match(graph, pattern.root, index, PREFILTER_DEPTH)]
+        root = pattern.root
+        signature = _signature(root, PREFILTER_DEPTH)
+        picked = sorted(index for (default_domain, producer_ops), indices in grouped(root.op_type).items()
+                        if default_domain and _fits(root, producer_ops) for index in indices)
+        return [graph.node(index) for index in picked if could_match(root, signature, index)]
     return roots
+
+
+def _signature(pattern_op: PatternOp, depth: int) -> tuple:
+    """What `_could_match` reads of a pattern op: op types and arities `depth` levels up."""
+    return (pattern_op.op_type, len(pattern_op.inputs), depth and tuple(
+        _signature(part, depth - 1) if isinstance(part, PatternOp) else None for part in pattern_op.inputs))
+
+
+def _producer_op(graph: ProtoGraph, name: str) -> str | None:
+    """The op type of `name`'s single producer as `pattern.single_producer` sees it, else None."""
+    producers = graph.producers.get(name, ()) if name else ()
+    if len(producers) != 1 or name in graph.initializers:
+        return None
+    node = graph.nodes[producers[0]]
+    return node.op_type if node.output[0] == name and node.domain in DEFAULT_DOMAINS else None
+
+
+def _fits(pattern_op: PatternOp, producer_ops: tuple) -> bool:
+    arity = len(pattern_op.inputs)
+    if len(producer_ops) < arity:
+        return False
+    orders = [producer_ops[:arity]]
+    if pattern_op.op_type in COMMUTATIVE_OPS and arity == 2:
+        orders.append(producer_ops[1::-1])
+    return any(all(not isinstance(part, PatternOp) or part.op_type == op for part, op in zip(pattern_op.inputs, ops))
+               for ops in orders)
 
 
 def rewritten_model(graph: ProtoGraph, accepted: list[Match], names: list[str]) -> onnx.ModelProto:

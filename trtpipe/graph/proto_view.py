@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 from onnx_graphsurgeon.importers.onnx_importer import get_onnx_tensor_dtype, get_onnx_tensor_shape
-from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
 
@@ -105,7 +105,7 @@ class ConstantView(TensorView):
         # gs reads with numpy_helper.to_array, which refuses an anchored file (weights_on_disk.py).
         if is_on_disk(self.proto):
             return tensor_array(self.proto)
-        return LazyValues(self.proto).load()
+        return np.array(numpy_helper.to_array(self.proto))  # LazyValues.load, without its per-call dtype lookups
 
 
 class NodeView:
