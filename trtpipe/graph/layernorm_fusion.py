@@ -59,14 +59,19 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
         raise ValueError(
             f"LayerNorm fusion needs opset >= {MIN_OPSET} but the model has opset {opset}; convert it first"
         )
-    working = onnx.ModelProto()
-    working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
-    working = _infer_shapes_with_data(value_info.infer_shapes(working))
+    working = _inferred_working_copy(model)
     try:
         return _fuse_on_proto(model, working)
     except OutOfScope as why:
         logger.debug("LayerNorm fusion through onnx-graphsurgeon: %s", why)
     return _fuse_with_graphsurgeon(model, working)
+
+
+def _inferred_working_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` with shapes inferred, then again with data propagation: what the rule reads."""
+    working = onnx.ModelProto()
+    working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
+    return _infer_shapes_with_data(value_info.infer_shapes(working))
 
 
 def _fuse_on_proto(model: onnx.ModelProto, working: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:

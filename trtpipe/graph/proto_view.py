@@ -83,6 +83,7 @@ class ConstantView(TensorView):
     def __init__(self, graph: ProtoGraph | None, proto: onnx.TensorProto, name: str | None = None) -> None:
         super().__init__(graph, proto.name if name is None else name)
         self.proto = proto
+        self._values: np.ndarray | None = None
 
     @property
     def inputs(self) -> list[NodeView]:
@@ -102,10 +103,14 @@ class ConstantView(TensorView):
 
     @property
     def values(self) -> np.ndarray:
-        # gs reads with numpy_helper.to_array, which refuses an anchored file (weights_on_disk.py).
-        if is_on_disk(self.proto):
-            return tensor_array(self.proto)
-        return np.array(numpy_helper.to_array(self.proto))  # LazyValues.load, without its per-call dtype lookups
+        """Read once and kept, as graphsurgeon's `Constant.values` keeps what `LazyValues` loaded."""
+        if self._values is None:
+            # gs reads with numpy_helper.to_array, which refuses an anchored file (weights_on_disk.py).
+            if is_on_disk(self.proto):
+                self._values = tensor_array(self.proto)
+            else:  # LazyValues.load, without its per-call dtype lookups
+                self._values = np.array(numpy_helper.to_array(self.proto))
+        return self._values
 
 
 class NodeView:

@@ -69,14 +69,22 @@ def strip_value_info(
             return True
         return rederivable and producer_domain[name] in DEFAULT_DOMAINS
 
-    keep = [value for value in graph.value_info if not is_stale(value.name)]
-    removed = [value.name for value in graph.value_info if is_stale(value.name)]
-    if removed:
+    stale = [index for index, value in enumerate(graph.value_info) if is_stale(value.name)]
+    removed = [graph.value_info[index].name for index in stale]
+    if len(stale) <= FEW_STALE:  # a few (a fusion's outputs): deleted in place, nothing else copied
+        for index in reversed(stale):
+            del graph.value_info[index]
+    else:
+        keep = [value for value in graph.value_info if not is_stale(value.name)]
         kept_copies = [onnx.ValueInfoProto.FromString(value.SerializeToString()) for value in keep]
         del graph.value_info[:]
         graph.value_info.extend(kept_copies)
+    if removed:
         logger.debug("stripped %d value_info entries", len(removed))
     return removed
+
+
+FEW_STALE = 256  # each in-place delete moves the entries after it; beyond this, one rebuild is cheaper
 
 
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
