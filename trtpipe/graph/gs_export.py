@@ -83,11 +83,12 @@ def export_like_graphsurgeon(working: onnx.ModelProto, nodes: list[onnx.NodeProt
     for entries in (graph.value_info, graph.input, graph.output):  # the importer's precedence
         for value in entries:
             types.setdefault(value.name, value)
-    walked = dict.fromkeys(value.name for value in inputs)
+    names = [value.name for value in inputs]  # Graph.tensors(): first occurrence wins
     for node in kept:
-        walked.update(dict.fromkeys(node.input))
-        walked.update(dict.fromkeys(node.output))
-    walked.update(dict.fromkeys(value.name for value in graph.output))
+        names.extend(node.input)
+        names.extend(node.output)
+    names.extend(value.name for value in graph.output)
+    walked = dict.fromkeys(names)
     walked.pop("", None)
     interface = {value.name for value in inputs} | {value.name for value in graph.output}
     value_info = [_value_info(types[name], name) for name in walked
@@ -207,15 +208,17 @@ def _value_info(source: onnx.ValueInfoProto, name: str) -> onnx.ValueInfoProto:
 
 
 def _canonical_value_info(value: onnx.ValueInfoProto) -> bool:
-    if {field.name for field, _ in value.ListFields()} - {"name", "type"}:
+    """Only what `make_tensor_value_info` writes: a name, a tensor type with its element type,
+    a shape or none, dims without denotation (field by field, as ListFields would be slower)."""
+    if value.HasField("doc_string") or value.metadata_props or not value.HasField("name"):
         return False
-    if [field.name for field, _ in value.type.ListFields()] != ["tensor_type"]:
+    kind = value.type
+    if kind.HasField("denotation") or kind.WhichOneof("value") != "tensor_type":
         return False
-    tensor_type = value.type.tensor_type
-    fields = {field.name for field, _ in tensor_type.ListFields()}
-    if "elem_type" not in fields or fields - {"elem_type", "shape"} or not _round_trips(tensor_type.elem_type):
+    tensor_type = kind.tensor_type
+    if not tensor_type.HasField("elem_type") or not _round_trips(tensor_type.elem_type):
         return False
-    return all(len(dim.ListFields()) <= 1 and not dim.denotation for dim in tensor_type.shape.dim)
+    return not any(dim.HasField("denotation") for dim in tensor_type.shape.dim)
 
 
 _ROUND_TRIPS: dict[int, bool] = {}

@@ -71,7 +71,7 @@ def _inferred_working_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` with shapes inferred, then again with data propagation: what the rule reads."""
     working = onnx.ModelProto()
     working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
-    return _infer_shapes_with_data(value_info.infer_shapes(working))
+    return _infer_shapes_with_data(*value_info.infer_shapes_keeping_weightless(working))
 
 
 def _fuse_on_proto(model: onnx.ModelProto, working: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
@@ -132,7 +132,7 @@ def _finished(fused_model: onnx.ModelProto, model: onnx.ModelProto, fused_output
     return fused_model, report
 
 
-def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
+def _infer_shapes_with_data(model: onnx.ModelProto, weightless: onnx.ModelProto | None = None) -> onnx.ModelProto:
     """ONNX shape inference with data propagation for the main graph (in place on the working copy).
 
     Decision: data propagation follows `Shape -> Slice -> Concat` into a Reshape's
@@ -142,8 +142,9 @@ def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
     the shapes inferred without data stay (the keepdims=0 form is then refused).
     """
     try:
-        inferred = onnx.shape_inference.infer_shapes(value_info.weightless_copy(model), strict_mode=False,
-                                                     data_prop=True)
+        if weightless is None:
+            weightless = value_info.weightless_copy(model)
+        inferred = onnx.shape_inference.infer_shapes(weightless, strict_mode=False, data_prop=True)
     except Exception as error:  # onnx raises several types from C++; fusion must not fail for it
         logger.info("shape inference with data propagation failed (%s); reshape targets stay unknown", error)
         return model

@@ -120,9 +120,16 @@ def rewritten_model(graph: ProtoGraph, accepted: list[Match], names: list[str]) 
             else:
                 inputs.append(part.name)
         fused = onnx.helper.make_node(FUSED_OP, inputs=inputs, outputs=[found.root.outputs[0].name], name=name)
-        fused.attribute.extend(onnx.helper.make_attribute(key, value) for key, value in attrs.items())
+        fused.attribute.extend(_attribute(key, value) for key, value in attrs.items())
         nodes.append(fused)
     return export_like_graphsurgeon(graph.model, nodes, new_initializers)
+
+
+def _attribute(name: str, value: int | float) -> onnx.AttributeProto:
+    """`onnx.helper.make_attribute` of an int or a float (the same fields, without its ABC checks)."""
+    if isinstance(value, int):
+        return onnx.AttributeProto(name=name, i=value, type=onnx.AttributeProto.INT)
+    return onnx.AttributeProto(name=name, f=value, type=onnx.AttributeProto.FLOAT)
 
 
 def _could_match(graph: ProtoGraph, pattern_op: PatternOp, index: int, depth: int) -> bool:

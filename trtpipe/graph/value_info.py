@@ -103,13 +103,22 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     weights for it, as an in-memory inference of the whole model would, costs
     seconds per call and fails beyond protobuf's 2 GiB limit.
     """
-    inferred = polygraphy_infer_shapes(weightless_copy(model), error_ok=True, allow_onnxruntime=False)
-    for graph, result in zip(all_graphs(model.graph), all_graphs(inferred.graph)):
-        del graph.value_info[:]
-        graph.value_info.extend(result.value_info)
-        for output, typed in zip(graph.output, result.output):
-            output.type.CopyFrom(typed.type)
-    return model
+    return infer_shapes_keeping_weightless(model)[0]
+
+
+def infer_shapes_keeping_weightless(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """`infer_shapes(model)`, also returning `weightless_copy(model)` of the result (built once:
+    the copy inference ran on, given the same results), for a caller that infers again."""
+    weightless = weightless_copy(model)
+    inferred = polygraphy_infer_shapes(weightless, error_ok=True, allow_onnxruntime=False)
+    targets = (model,) if inferred is weightless else (model, weightless)
+    for target in targets:
+        for graph, result in zip(all_graphs(target.graph), all_graphs(inferred.graph)):
+            del graph.value_info[:]
+            graph.value_info.extend(result.value_info)
+            for output, typed in zip(graph.output, result.output):
+                output.type.CopyFrom(typed.type)
+    return model, weightless
 
 
 def inferred_copy(model: onnx.ModelProto) -> onnx.ModelProto:
