@@ -21,8 +21,16 @@ Decisions:
   recorded in the model metadata (`absorbed_nodes`).
 - A refusal is logged at INFO with its reason and returned, once per anchor
   (the first ReduceMean), unless a later pattern variant fused that anchor.
-- Linear in graph size: graphsurgeon's producer/consumer links are built once
-  at import, and each candidate root costs a bounded pattern walk.
+- Linear in graph size: producer/consumer indexes are built once, and each
+  candidate root costs a bounded pattern walk.
+- Two paths, one result: the ModelProto path (layernorm_proto.py: proto_view for
+  matching, gs_export for writing) writes byte for byte what the onnx-graphsurgeon
+  round trip writes, without the round trip (0.5 s of 0.85 s at 48 layers); the
+  round trip stays for what the ModelProto path does not reproduce (If/Loop/Scan
+  bodies, local functions, several producers of a tensor, ...: gs_export.OutOfScope,
+  logged at DEBUG). bench/same_output.py checks the two agree across the corpora.
+- The shape inference before matching and the one with data propagation share one
+  weightless copy (value_info.infer_shapes_keeping_weightless): same bytes, one copy less.
 """
 
 from __future__ import annotations
