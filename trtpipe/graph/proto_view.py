@@ -42,6 +42,7 @@ class TensorView:
         self.name = name
         self._inputs: list | None = None
         self._outputs: list | None = None
+        self._shape = self._dtype = _UNREAD
 
     @property
     def inputs(self) -> list[NodeView]:
@@ -59,17 +60,22 @@ class TensorView:
 
     @property
     def shape(self):
-        info = self._graph.type_source(self.name) if self.name else None
-        if info is None or info.type.ByteSize() == 0:
-            return None
-        return get_onnx_tensor_shape(info)
+        """Read once, as the importer sets it once (a new list each time: callers may keep it)."""
+        if self._shape is _UNREAD:
+            info = self._typed()
+            self._shape = None if info is None else get_onnx_tensor_shape(info)
+        return None if self._shape is None else list(self._shape)
 
     @property
     def dtype(self):
+        if self._dtype is _UNREAD:
+            info = self._typed()
+            self._dtype = None if info is None else get_onnx_tensor_dtype(info)
+        return self._dtype
+
+    def _typed(self) -> onnx.ValueInfoProto | None:
         info = self._graph.type_source(self.name) if self.name else None
-        if info is None or info.type.ByteSize() == 0:
-            return None
-        return get_onnx_tensor_dtype(info)
+        return None if info is None or info.type.ByteSize() == 0 else info
 
     def is_empty(self) -> bool:
         return not self.name
@@ -209,6 +215,7 @@ class ProtoGraph:
 
 
 _SKIPPED = object()
+_UNREAD = object()
 _SIMPLE = {
     onnx.AttributeProto.FLOAT: lambda a: a.f,
     onnx.AttributeProto.INT: lambda a: a.i,
