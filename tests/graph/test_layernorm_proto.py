@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.graph import graphs
 from tests.graph.layernorm_forms import layernorm_form
-from trtpipe.graph import layernorm_fusion
+from trtpipe.graph import layernorm_fusion, value_info
 from trtpipe.graph.gs_export import OutOfScope
 from trtpipe.graph.opset import convert_opset
 from trtpipe.models import builtin_model
@@ -49,7 +49,7 @@ def _unusual_fields() -> onnx.ModelProto:
 
 MODELS = {
     "transformer-shuffled": lambda: _shuffled(convert_opset(builtin_model("transformer"), 17), 0),
-    "t5": lambda: builtin_model("t5"),  # RMSNorm: not a LayerNorm, nothing fused
+    "t5": lambda: convert_opset(builtin_model("t5"), 17),  # RMSNorm: not a LayerNorm, nothing fused
     "nafnet": lambda: builtin_model("nafnet"),  # LayerNorm2d over channels: refused
     "jax2tf-dynamic": lambda: layernorm_form("jax2tf", "reciprocal_gamma", dynamic=1),
     "keras-opset18": lambda: layernorm_form("centred_mul", "keras", opset=18),
@@ -67,7 +67,7 @@ NOT_FUSED = ("t5", "nafnet", "mean-also-used", "layernorm2d")  # RMSNorm, LayerN
 @pytest.mark.parametrize("name", MODELS)
 def test_same_model_and_report_as_the_round_trip(name):
     model = MODELS[name]()
-    working = layernorm_fusion._inferred_working_copy(model)
+    working, _ = layernorm_fusion._inferred_working_copy(model)
     fast_model, fast_report = layernorm_fusion._fuse_on_proto(model, working)
     slow_model, slow_report = layernorm_fusion._fuse_with_graphsurgeon(model, working)
     assert fast_report == slow_report
@@ -88,8 +88,16 @@ def test_if_bodies_take_the_round_trip():
     graph.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
     graph.node.append(helper.make_node("If", ["cond"], ["chosen"], then_branch=branch, else_branch=branch))
     graph.output.append(helper.make_tensor_value_info("chosen", TensorProto.FLOAT, None))
-    working = layernorm_fusion._inferred_working_copy(model)
+    working, _ = layernorm_fusion._inferred_working_copy(model)
     with pytest.raises(OutOfScope):
         layernorm_fusion._fuse_on_proto(model, working)
     fused, report = layernorm_fusion.fuse_layernorms(model)  # the round trip still fuses
     assert report["fused"] and any(node.op_type == "LayerNormalization" for node in fused.graph.node)
+
+
+@pytest.mark.parametrize("name", ["t5", "nafnet", "jax2tf-dynamic"])
+def test_shapes_after_fusion_are_those_of_a_fresh_inference(name):
+    """Nothing fused: the shapes inferred before matching are reused; fused: inferred again."""
+    reference = value_info.infer_shapes(layernorm_fusion.fuse_layernorms(MODELS[name]())[0])
+    result, _ = layernorm_fusion.fuse_layernorms_then_infer_shapes(MODELS[name]())
+    assert result.SerializeToString() == reference.SerializeToString()

@@ -49,6 +49,7 @@ from trtpipe.graph.layernorm_proto import candidates, matchable_graph, rewritten
 from trtpipe.graph.layernorm_rule import ANCHOR, FUSED_OP, PATTERNS, check, rewrite, trailing_axes
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.pattern import Match, match
+from trtpipe.graph.subgraphs import all_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -62,24 +63,50 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     Report: `fused` [{node, absorbed, axis, affine}], `refused` [{anchor, reason}].
     Raises ValueError below opset 17 (the caller converts the opset first).
     """
+    return _fuse(model)[:2]
+
+
+def fuse_layernorms_then_infer_shapes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """`fuse_layernorms`, then `value_info.infer_shapes` of the result (what upgrade writes).
+
+    Decision: when nothing is fused the result is `model` itself, whose shapes the
+    fusion already inferred on an identical copy before matching; those are copied
+    onto it instead of inferring again (same function of the same bytes, one pass less).
+    """
+    fused, report, inferred_copy = _fuse(model)
+    if fused is not model:
+        return value_info.infer_shapes(fused), report
+    for graph, result in zip(all_graphs(model.graph), all_graphs(inferred_copy.graph)):
+        del graph.value_info[:]
+        graph.value_info.extend(result.value_info)
+        for output, typed in zip(graph.output, result.output):
+            output.type.CopyFrom(typed.type)
+    return model, report
+
+
+def _fuse(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict, onnx.ModelProto]:
+    """(result, report, a weightless copy of `model` holding value_info.infer_shapes' results)."""
     opset = default_opset(model)
     if opset < MIN_OPSET:
         raise ValueError(
             f"LayerNorm fusion needs opset >= {MIN_OPSET} but the model has opset {opset}; convert it first"
         )
-    working = _inferred_working_copy(model)
+    working, inferred_copy = _inferred_working_copy(model)
     try:
-        return _fuse_on_proto(model, working)
+        return (*_fuse_on_proto(model, working), inferred_copy)
     except OutOfScope as why:
         logger.debug("LayerNorm fusion through onnx-graphsurgeon: %s", why)
-    return _fuse_with_graphsurgeon(model, working)
+    return (*_fuse_with_graphsurgeon(model, working), inferred_copy)
 
 
-def _inferred_working_copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of `model` with shapes inferred, then again with data propagation: what the rule reads."""
+def _inferred_working_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """A copy of `model` with shapes inferred, then again with data propagation (what the rule
+    reads), and the weightless copy the first inference ran on, holding its results (never
+    changed by the second: ONNX's inference returns a new model)."""
     working = onnx.ModelProto()
     working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
-    return _infer_shapes_with_data(*value_info.infer_shapes_keeping_weightless(working))
+    working, weightless = value_info.infer_shapes_keeping_weightless(working)
+    return _infer_shapes_with_data(working, weightless), weightless
 
 
 def _fuse_on_proto(model: onnx.ModelProto, working: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
