@@ -201,6 +201,8 @@ def _find_matches(candidates, graph_outputs: set[str]) -> tuple[list[Match], lis
     fused_anchors: set[str] = set()
     for pattern in PATTERNS:
         for node in candidates(pattern):
+            if id(node) in claimed:  # a match would contain it, and be discarded below: skip the walk
+                continue
             found = match(pattern, node)
             if found is None or any(id(n) in claimed for n in found.nodes.values()):
                 continue
