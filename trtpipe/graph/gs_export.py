@@ -71,6 +71,7 @@ def export_like_graphsurgeon(working: onnx.ModelProto, nodes: list[onnx.NodeProt
     """The model graphsurgeon writes for `working` (as imported) with its node list replaced by `nodes`
     and `new_initializers` added, after `cleanup().toposort()`. `check_scope(working)` must have passed."""
     graph = working.graph
+    _CANONICAL_TYPES.clear()
     initializers = {tensor.name: tensor for tensor in graph.initializer}
     if set(new_initializers) & (set(initializers) | {name for node in nodes for name in node.output}):
         raise OutOfScope("a new initializer's name is taken")
@@ -209,10 +210,18 @@ def _value_info(source: onnx.ValueInfoProto, name: str) -> onnx.ValueInfoProto:
 
 def _canonical_value_info(value: onnx.ValueInfoProto) -> bool:
     """Only what `make_tensor_value_info` writes: a name, a tensor type with its element type,
-    a shape or none, dims without denotation (field by field, as ListFields would be slower)."""
+    a shape or none, dims without denotation. Types repeat (thousands of tensors, a few dozen
+    types): each distinct type, by its bytes, is checked once per model."""
     if value.HasField("doc_string") or value.metadata_props or not value.HasField("name"):
         return False
-    kind = value.type
+    key = value.type.SerializeToString()
+    known = _CANONICAL_TYPES.get(key)
+    if known is None:
+        known = _CANONICAL_TYPES[key] = _canonical_type(value.type)
+    return known
+
+
+def _canonical_type(kind: onnx.TypeProto) -> bool:
     if kind.HasField("denotation") or kind.WhichOneof("value") != "tensor_type":
         return False
     tensor_type = kind.tensor_type
@@ -221,6 +230,7 @@ def _canonical_value_info(value: onnx.ValueInfoProto) -> bool:
     return not any(dim.HasField("denotation") for dim in tensor_type.shape.dim)
 
 
+_CANONICAL_TYPES: dict[bytes, bool] = {}  # cleared by each export
 _ROUND_TRIPS: dict[int, bool] = {}
 
 
