@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 
 import onnx
-import onnx_graphsurgeon as gs
 
 from trtpipe.graph import value_info
 from trtpipe.graph.parser_names import unique_name

@@ -1,39 +1,37 @@
 """LayerNorm fusion on the ModelProto: the same matches, rewrite and written model as the
 onnx-graphsurgeon round trip in `layernorm_fusion`, without the round trip.
 
-`fuse_on_proto(model, working)` matches the rule's patterns on a `proto_view.ProtoGraph`
-of the shape-inferred working copy, checks them with the same `layernorm_rule.check`,
-builds each fused node as graphsurgeon exports it, and writes the model with
+`layernorm_fusion` matches the rule's patterns on `matchable_graph(working)` (a
+`proto_view.ProtoGraph` of the shape-inferred working copy) at the nodes `candidates`
+names, checks them with the same `layernorm_rule.check`, and writes the result with
+`rewritten_model`: each fused node as graphsurgeon exports it, the model as
 `gs_export.export_like_graphsurgeon` (cleanup + toposort order, initializer and
 value_info order, attributes as graphsurgeon re-makes them).
 
 Decisions:
-- Same result, byte for byte: bench/same_output.py compares this path's stage output
-  with the round trip's on the built-in models, the bench encoders, the wild corpus,
-  LayerNorm form variants and fuzzed graphs; tests/graph/test_layernorm_proto.py on a few.
+- Same result, byte for byte: bench/same_output.py compares the stage output with
+  main's on the built-in models, the bench encoders, the wild corpus, LayerNorm form
+  variants and mutated/fuzzed graphs; tests/graph/test_layernorm_proto.py on a few.
 - `gs_export.OutOfScope` (If/Loop/Scan bodies, local functions, several producers of a
-  tensor, ...) is raised before anything is decided; the caller then takes the round trip.
+  tensor, a new initializer name already taken, ...) leaves the working copy untouched
+  (this path only reads it); the caller then takes the round trip from the same copy.
 - A pattern is tried only at nodes whose inputs are produced by the ops the pattern
-  names two levels down (`_could_match`): a necessary condition of `pattern.match`,
-  so the matches found are the same, at a fraction of the calls (the encoder's ~4,000
+  names two levels up (`_could_match`): a necessary condition of `pattern.match`, so
+  the matches found are the same, at a fraction of the calls (the encoder's ~3,000
   nodes meet 25 patterns).
 """
 
 from __future__ import annotations
-
-import logging
 
 import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
 from trtpipe.graph.domains import DEFAULT_DOMAINS
-from trtpipe.graph.gs_export import OutOfScope, check_scope, export_like_graphsurgeon
+from trtpipe.graph.gs_export import check_scope, export_like_graphsurgeon
 from trtpipe.graph.layernorm_rule import FUSED_OP, fused_parts
 from trtpipe.graph.pattern import COMMUTATIVE_OPS, Match, Pattern, PatternOp
 from trtpipe.graph.proto_view import ProtoGraph
-
-logger = logging.getLogger(__name__)
 
 PREFILTER_DEPTH = 2
 
