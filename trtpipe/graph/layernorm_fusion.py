@@ -21,8 +21,16 @@ Decisions:
   recorded in the model metadata (`absorbed_nodes`).
 - A refusal is logged at INFO with its reason and returned, once per anchor
   (the first ReduceMean), unless a later pattern variant fused that anchor.
-- Linear in graph size: graphsurgeon's producer/consumer links are built once
-  at import, and each candidate root costs a bounded pattern walk.
+- Linear in graph size: producer/consumer indexes are built once, and each
+  candidate root costs a bounded pattern walk.
+- Two paths, one result: the ModelProto path (layernorm_proto.py: proto_view for
+  matching, gs_export for writing) writes byte for byte what the onnx-graphsurgeon
+  round trip writes, without the round trip (0.5 s of 0.85 s at 48 layers); the
+  round trip stays for what the ModelProto path does not reproduce (If/Loop/Scan
+  bodies, local functions, several producers of a tensor, ...: gs_export.OutOfScope,
+  logged at DEBUG). bench/same_output.py checks the two agree across the corpora.
+- The shape inference before matching and the one with data propagation share one
+  weightless copy (value_info.infer_shapes_keeping_weightless): same bytes, one copy less.
 """
 
 from __future__ import annotations
@@ -30,15 +38,17 @@ from __future__ import annotations
 import logging
 
 import onnx
-import onnx_graphsurgeon as gs
 
 from trtpipe.graph import value_info
 from trtpipe.graph.parser_names import unique_name
 from trtpipe.graph.absorbed_nodes import record_absorbed_nodes
-from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph
-from trtpipe.graph.layernorm_rule import ANCHOR, FUSED_OP, PATTERNS, check, rewrite
+from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, restore_model_fields
+from trtpipe.graph.gs_export import OutOfScope
+from trtpipe.graph.layernorm_proto import candidates, matchable_graph, rewritten_model
+from trtpipe.graph.layernorm_rule import ANCHOR, FUSED_OP, PATTERNS, check, rewrite, trailing_axes
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.pattern import Match, match
+from trtpipe.graph.subgraphs import all_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +62,73 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     Report: `fused` [{node, absorbed, axis, affine}], `refused` [{anchor, reason}].
     Raises ValueError below opset 17 (the caller converts the opset first).
     """
+    return _fuse(model)[:2]
+
+
+def fuse_layernorms_then_infer_shapes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """`fuse_layernorms`, then `value_info.infer_shapes` of the result (what upgrade writes).
+
+    Decision: when nothing is fused the result is `model` itself, whose shapes the
+    fusion already inferred on an identical copy before matching; those are copied
+    onto it instead of inferring again (same function of the same bytes, one pass less).
+    """
+    fused, report, inferred_copy = _fuse(model)
+    if fused is not model:
+        return value_info.infer_shapes(fused), report
+    for graph, result in zip(all_graphs(model.graph), all_graphs(inferred_copy.graph)):
+        del graph.value_info[:]
+        graph.value_info.extend(result.value_info)
+        for output, typed in zip(graph.output, result.output):
+            output.type.CopyFrom(typed.type)
+    return model, report
+
+
+def _fuse(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict, onnx.ModelProto]:
+    """(result, report, a weightless copy of `model` holding value_info.infer_shapes' results)."""
     opset = default_opset(model)
     if opset < MIN_OPSET:
         raise ValueError(
             f"LayerNorm fusion needs opset >= {MIN_OPSET} but the model has opset {opset}; convert it first"
         )
+    working, inferred_copy = _inferred_working_copy(model)
+    try:
+        return (*_fuse_on_proto(model, working), inferred_copy)
+    except OutOfScope as why:
+        logger.debug("LayerNorm fusion through onnx-graphsurgeon: %s", why)
+    return (*_fuse_with_graphsurgeon(model, working), inferred_copy)
+
+
+def _inferred_working_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """A copy of `model` with shapes inferred, then again with data propagation (what the rule
+    reads), and the weightless copy the first inference ran on, holding its results (never
+    changed by the second: ONNX's inference returns a new model)."""
     working = onnx.ModelProto()
     working.CopyFrom(model)  # cheap: weights of a large model stay on disk (weights_on_disk.py)
-    graph = graph_from_model(_infer_shapes_with_data(value_info.infer_shapes(working)))
-    accepted, refused, notes = _find_matches(graph)
+    working, weightless = value_info.infer_shapes_keeping_weightless(working)
+    return _infer_shapes_with_data(working, weightless), weightless
+
+
+def _fuse_on_proto(model: onnx.ModelProto, working: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """The fast path (layernorm_proto.py): same matches, same written model, no round trip."""
+    graph = matchable_graph(working)
+    accepted, refused, notes = _find_matches(candidates(graph), {value.name for value in working.graph.output})
+    report: dict = {"fused": [], "refused": refused}
+    if not accepted:
+        return model, report
+    taken_names = {node.name for node in graph.nodes}
+    names = []
+    for found in accepted:
+        names.append(_fused_entry(found, taken_names, notes, report))
+    fused_model = rewritten_model(graph, accepted, names)
+    return _finished(fused_model, model, [found.root.outputs[0].name for found in accepted], report)
+
+
+def _fuse_with_graphsurgeon(model: onnx.ModelProto, working: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """The round trip: import, rewrite gs-style, `cleanup().toposort()`, export."""
+    graph = graph_from_model(working)
+    accepted, refused, notes = _find_matches(
+        lambda pattern: [node for node in graph.nodes if node.op == pattern.root.op_type],
+        {tensor.name for tensor in graph.outputs})
     report: dict = {"fused": [], "refused": refused}
     if not accepted:
         return model, report
@@ -68,28 +136,37 @@ def fuse_layernorms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
     taken_names = {node.name for node in graph.nodes}
     fused_outputs = []
     for found in accepted:
-        absorbed = [node.name for node in found.ordered_nodes() if node.name]
-        name = unique_name(_fused_name(absorbed), taken_names)
-        taken_names.add(name)
-        fused = rewrite(found, name)
+        fused = rewrite(found, _fused_entry(found, taken_names, notes, report))
         found.root.outputs.clear()  # disconnect: the tensor now comes from the fused node
         graph.nodes.append(fused)
         fused_outputs.append(fused.outputs[0].name)
-        axis = fused.attrs["axis"]
-        entry = {"node": name, "absorbed": absorbed, "axis": axis, "affine": "gamma" in found.values}
-        if found.nodes[ANCHOR].name in notes:
-            entry["note"] = f"gamma/beta left as Mul/Add: {notes[found.nodes[ANCHOR].name]}"
-        report["fused"].append(entry)
-        logger.info("fused %d nodes into %s (axis %d)", len(absorbed), name, axis)
     graph.cleanup().toposort()
+    return _finished(model_from_graph(graph, like=model), model, fused_outputs, report)
 
-    fused_model = model_from_graph(graph, like=model)
+
+def _fused_entry(found: Match, taken_names: set[str], notes: dict[str, str], report: dict) -> str:
+    """Name the fused node (unique), add its report entry and log it; returns the name."""
+    absorbed = [node.name for node in found.ordered_nodes() if node.name]
+    name = unique_name(_fused_name(absorbed), taken_names)
+    taken_names.add(name)
+    count = len(trailing_axes(found))
+    entry = {"node": name, "absorbed": absorbed, "axis": -count, "affine": "gamma" in found.values}
+    if found.nodes[ANCHOR].name in notes:
+        entry["note"] = f"gamma/beta left as Mul/Add: {notes[found.nodes[ANCHOR].name]}"
+    report["fused"].append(entry)
+    logger.info("fused %d nodes into %s (axis %d)", len(absorbed), name, -count)
+    return name
+
+
+def _finished(fused_model: onnx.ModelProto, model: onnx.ModelProto, fused_outputs: list[str],
+              report: dict) -> tuple[onnx.ModelProto, dict]:
+    restore_model_fields(fused_model, model)
     value_info.strip_value_info(fused_model, changed=fused_outputs)
     record_absorbed_nodes(fused_model, {entry["node"]: entry["absorbed"] for entry in report["fused"]})
     return fused_model, report
 
 
-def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
+def _infer_shapes_with_data(model: onnx.ModelProto, weightless: onnx.ModelProto | None = None) -> onnx.ModelProto:
     """ONNX shape inference with data propagation for the main graph (in place on the working copy).
 
     Decision: data propagation follows `Shape -> Slice -> Concat` into a Reshape's
@@ -99,8 +176,9 @@ def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
     the shapes inferred without data stay (the keepdims=0 form is then refused).
     """
     try:
-        inferred = onnx.shape_inference.infer_shapes(value_info.weightless_copy(model), strict_mode=False,
-                                                     data_prop=True)
+        if weightless is None:
+            weightless = value_info.weightless_copy(model)
+        inferred = onnx.shape_inference.infer_shapes(weightless, strict_mode=False, data_prop=True)
     except Exception as error:  # onnx raises several types from C++; fusion must not fail for it
         logger.info("shape inference with data propagation failed (%s); reshape targets stay unknown", error)
         return model
@@ -111,17 +189,18 @@ def _infer_shapes_with_data(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _find_matches(graph: gs.Graph) -> tuple[list[Match], list[dict], dict[str, str]]:
+def _find_matches(candidates, graph_outputs: set[str]) -> tuple[list[Match], list[dict], dict[str, str]]:
     """Accepted matches (disjoint); one refusal per anchor never fused; and, for
-    anchors fused by a shorter variant, why the longer one was refused."""
-    graph_outputs = {tensor.name for tensor in graph.outputs}
+    anchors fused by a shorter variant, why the longer one was refused.
+    `candidates(pattern)`: the nodes, in graph order, where the pattern may match
+    (at least every node of its root's op type where `match` succeeds)."""
     claimed: set[int] = set()
     accepted: list[Match] = []
     reasons: dict[str, str] = {}
     fused_anchors: set[str] = set()
     for pattern in PATTERNS:
-        for node in graph.nodes:
-            if node.op != pattern.root.op_type:
+        for node in candidates(pattern):
+            if id(node) in claimed:  # a match would contain it, and be discarded below: skip the walk
                 continue
             found = match(pattern, node)
             if found is None or any(id(n) in claimed for n in found.nodes.values()):

@@ -49,6 +49,14 @@ def check(found: Match, graph_outputs: set[str]) -> str | None:
 
 def rewrite(found: Match, name: str) -> gs.Node:
     """The `LayerNormalization` node replacing the match; its output is the match's output."""
+    x, scale, bias, attrs = fused_parts(found, name)
+    scale, bias = (gs.Constant(*part) if isinstance(part, tuple) else part for part in (scale, bias))
+    return gs.Node(FUSED_OP, name=name, attrs=attrs, inputs=[x, scale, bias], outputs=[found.root.outputs[0]])
+
+
+def fused_parts(found: Match, name: str) -> tuple:
+    """(x, scale, bias, attrs) of the fused node; scale/bias are a matched tensor or a new
+    constant as (name, values). Shared by `rewrite` and the ModelProto rewrite (layernorm_proto)."""
     x = found.values["x"]
     count = len(trailing_axes(found))
     epsilon = float(constant_value(found.values["eps"]).reshape(()))
@@ -58,12 +66,9 @@ def rewrite(found: Match, name: str) -> gs.Node:
     else:
         dims = static_shape(x)[-count:]
         dtype = np.dtype(x.dtype) if x.dtype is not None else np.float32
-        scale = gs.Constant(f"{name}/scale", np.ones(dims, dtype=dtype))
-        bias = gs.Constant(f"{name}/bias", np.zeros(dims, dtype=dtype))
-    return gs.Node(
-        FUSED_OP, name=name, attrs={"axis": -count, "epsilon": epsilon},
-        inputs=[x, scale, bias], outputs=[found.root.outputs[0]],
-    )
+        scale = (f"{name}/scale", np.ones(dims, dtype=dtype))
+        bias = (f"{name}/bias", np.zeros(dims, dtype=dtype))
+    return x, scale, bias, {"axis": -count, "epsilon": epsilon}
 
 
 def trailing_axes(found: Match) -> list[int]:
@@ -224,9 +229,9 @@ def _normalised(axes: list[int], rank: int | None) -> list[int]:
     return sorted({axis - rank if (rank is not None and axis >= 0) else axis for axis in axes})
 
 
-def _without_leading_ones(tensor: gs.Tensor, count: int, new_name: str) -> gs.Tensor:
+def _without_leading_ones(tensor: gs.Tensor, count: int, new_name: str) -> gs.Tensor | tuple[str, np.ndarray]:
     shape = static_shape(tensor)
     if len(shape) == count:
         return tensor
     values = constant_value(tensor)  # check() refused non-constants with leading 1s
-    return gs.Constant(new_name, np.ascontiguousarray(values.reshape(shape[-count:])))
+    return new_name, np.ascontiguousarray(values.reshape(shape[-count:]))

@@ -8,7 +8,7 @@ A pattern is a plain function that spells out the math with a builder `op`:
         return op.Div(centered, std, _label="normalize")
 
 `Pattern.trace` runs it once to record the op tree; `match` then checks one
-onnx-graphsurgeon node against the tree, walking from the pattern's root
+onnx-graphsurgeon node (or its `proto_view` counterpart) against the tree, walking from the pattern's root
 towards its inputs. What the matcher decides, and why:
 
 - An op matches a node of the same op type in the default domain; the node
@@ -146,7 +146,7 @@ def _match_value(pattern_value, tensor: gs.Tensor, state: Match) -> bool:
 
 def single_producer(tensor: gs.Tensor) -> gs.Node | None:
     """The node whose first output is `tensor`, if there is exactly one."""
-    if isinstance(tensor, gs.Constant) or len(tensor.inputs) != 1:
+    if is_constant(tensor) or len(tensor.inputs) != 1:
         return None
     producer = tensor.inputs[0]
     return producer if producer.outputs and producer.outputs[0] is tensor else None
@@ -154,12 +154,12 @@ def single_producer(tensor: gs.Tensor) -> gs.Node | None:
 
 def constant_value(tensor: gs.Tensor) -> np.ndarray | None:
     """The value of an initializer or of a `Constant` node's output; None otherwise."""
-    if isinstance(tensor, gs.Constant):
+    if is_constant(tensor):
         return _constant_array(tensor)
     if len(tensor.inputs) != 1 or tensor.inputs[0].op != "Constant":
         return None
     attrs = tensor.inputs[0].attrs
-    if isinstance(attrs.get("value"), gs.Constant):
+    if is_constant(attrs.get("value")):
         return np.asarray(attrs["value"].values)
     for key in ("value_float", "value_floats", "value_int", "value_ints"):
         if key in attrs:
@@ -167,7 +167,14 @@ def constant_value(tensor: gs.Tensor) -> np.ndarray | None:
     return None
 
 
+def is_constant(tensor) -> bool:
+    """An initializer: graphsurgeon's `Constant`, or its `proto_view` counterpart."""
+    return isinstance(tensor, gs.Constant) or getattr(tensor, "is_initializer", False)
+
+
 def _constant_array(constant: gs.Constant) -> np.ndarray:
+    if not isinstance(constant, gs.Constant):  # a proto_view.ConstantView reads the same way itself
+        return constant.values
     lazy = getattr(constant, "_values", None)
     # gs would read it with numpy_helper.to_array, which refuses an anchored file (weights_on_disk.py).
     if isinstance(lazy, LazyValues) and is_on_disk(lazy.tensor):
@@ -177,6 +184,6 @@ def _constant_array(constant: gs.Constant) -> np.ndarray:
 
 def static_shape(tensor: gs.Tensor) -> list | None:
     """The tensor's shape (ints, or None/str for unknown dims); None if the rank is unknown."""
-    if isinstance(tensor, gs.Constant):
+    if is_constant(tensor):
         return list(tensor.shape)
     return None if tensor.shape is None else list(tensor.shape)

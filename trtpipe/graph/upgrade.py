@@ -8,7 +8,8 @@ Decisions:
   (see `reshape_allowzero`): the sanitize stage ran before the conversion,
   while the model was still below opset 14.
 - After the edits, stale `value_info` is stripped and shapes are inferred
-  again, so the saved model describes itself truthfully.
+  again, so the saved model describes itself truthfully (when fusion changed
+  nothing, the inference it ran on an identical copy is reused: same bytes).
 - A target below the model's opset is a warning, not an error, and never a
   silent no-op: the model keeps its opset (ONNX's converter cannot be trusted
   to downgrade, and a downgrade could lose ops the model needs), the report
@@ -25,7 +26,7 @@ import logging
 from pathlib import Path
 
 from trtpipe.graph import value_info
-from trtpipe.graph.layernorm_fusion import MIN_OPSET, fuse_layernorms
+from trtpipe.graph.layernorm_fusion import MIN_OPSET, fuse_layernorms_then_infer_shapes
 from trtpipe.graph.onnx_io import load_model, save_model
 from trtpipe.graph.opset import convert_opset, default_opset
 from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
@@ -63,15 +64,15 @@ def upgrade_model(
         # Sanitize ran before the conversion, when these Reshapes were below
         # opset 14; write the allowzero default now for the same reason.
         report["reshape_allowzero_made_explicit"] = make_reshape_allowzero_explicit(model, opset_after)
-    if fuse_layernorm:
-        if opset_after >= MIN_OPSET:
-            # fuse_layernorms strips the value_info its rewrite made stale.
-            model, report["layernorm"] = fuse_layernorms(model)
-        else:
+    if fuse_layernorm and opset_after >= MIN_OPSET:
+        # Strips the value_info its rewrite made stale, then infers shapes (once, if nothing was fused).
+        model, report["layernorm"] = fuse_layernorms_then_infer_shapes(model)
+    else:
+        if fuse_layernorm:
             reason = f"model is at opset {opset_after}; LayerNormalization needs opset {MIN_OPSET}"
             logger.info("LayerNorm fusion skipped: %s", reason)
             report["layernorm"] = {"fused": [], "refused": [], "skipped": reason}
-    model = value_info.infer_shapes(model)
+        model = value_info.infer_shapes(model)
     written = save_model(model, Path(dst), link_data_under=link_data_under)
     report["nodes_after"] = len(model.graph.node)
     report["files"] = [path.name for path in written]

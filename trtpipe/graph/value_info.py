@@ -69,14 +69,22 @@ def strip_value_info(
             return True
         return rederivable and producer_domain[name] in DEFAULT_DOMAINS
 
-    keep = [value for value in graph.value_info if not is_stale(value.name)]
-    removed = [value.name for value in graph.value_info if is_stale(value.name)]
-    if removed:
+    stale = [index for index, value in enumerate(graph.value_info) if is_stale(value.name)]
+    removed = [graph.value_info[index].name for index in stale]
+    if len(stale) <= FEW_STALE:  # a few (a fusion's outputs): deleted in place, nothing else copied
+        for index in reversed(stale):
+            del graph.value_info[index]
+    else:
+        keep = [value for value in graph.value_info if not is_stale(value.name)]
         kept_copies = [onnx.ValueInfoProto.FromString(value.SerializeToString()) for value in keep]
         del graph.value_info[:]
         graph.value_info.extend(kept_copies)
+    if removed:
         logger.debug("stripped %d value_info entries", len(removed))
     return removed
+
+
+FEW_STALE = 256  # each in-place delete moves the entries after it; beyond this, one rebuild is cheaper
 
 
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -95,13 +103,22 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     weights for it, as an in-memory inference of the whole model would, costs
     seconds per call and fails beyond protobuf's 2 GiB limit.
     """
-    inferred = polygraphy_infer_shapes(weightless_copy(model), error_ok=True, allow_onnxruntime=False)
-    for graph, result in zip(all_graphs(model.graph), all_graphs(inferred.graph)):
-        del graph.value_info[:]
-        graph.value_info.extend(result.value_info)
-        for output, typed in zip(graph.output, result.output):
-            output.type.CopyFrom(typed.type)
-    return model
+    return infer_shapes_keeping_weightless(model)[0]
+
+
+def infer_shapes_keeping_weightless(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """`infer_shapes(model)`, also returning `weightless_copy(model)` of the result (built once:
+    the copy inference ran on, given the same results), for a caller that infers again."""
+    weightless = weightless_copy(model)
+    inferred = polygraphy_infer_shapes(weightless, error_ok=True, allow_onnxruntime=False)
+    targets = (model,) if inferred is weightless else (model, weightless)
+    for target in targets:
+        for graph, result in zip(all_graphs(target.graph), all_graphs(inferred.graph)):
+            del graph.value_info[:]
+            graph.value_info.extend(result.value_info)
+            for output, typed in zip(graph.output, result.output):
+                output.type.CopyFrom(typed.type)
+    return model, weightless
 
 
 def inferred_copy(model: onnx.ModelProto) -> onnx.ModelProto:
