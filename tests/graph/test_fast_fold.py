@@ -72,6 +72,14 @@ def _value_float_constant() -> onnx.ModelProto:
     return graphs.make_model(nodes, [graphs.float_input("x", [2, 3])], [graphs.float_input("y", [2, 3])])
 
 
+def _constant_output() -> onnx.ModelProto:
+    """y = beta * 0.5 does not depend on x: graphsurgeon writes the folded output's type from its values."""
+    nodes = [helper.make_node("Relu", ["x"], ["unused"]), helper.make_node("Mul", ["beta", "half"], ["y"])]
+    inits = [numpy_helper.from_array(np.ones(8, np.float32), "beta"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    return graphs.make_model(nodes, [graphs.float_input("x", [2, 8])], [graphs.float_input("y", [2, 4, 8])], inits)
+
+
 def _prepared(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model as sanitize hands it to folding: shapes inferred."""
     return value_info.infer_shapes(onnx.ModelProto.FromString(model.SerializeToString()))
@@ -117,10 +125,11 @@ def test_shapes_fold_to_the_right_values_and_the_model_computes_the_same():
     np.testing.assert_array_equal(graphs.run(folded, {"x": x})[0], graphs.run(model, {"x": x})[0])
 
 
-def test_out_of_scope_models_take_polygraphys_pass(tmp_path):
-    model = _prepared(_value_float_constant())
+@pytest.mark.parametrize("build", [_value_float_constant, _constant_output], ids=["value_float", "constant_output"])
+def test_out_of_scope_models_take_polygraphys_pass(tmp_path, build):
+    model = _prepared(build())
     assert fold_pass(model, infer_shapes=True, size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
-    onnx.save(_value_float_constant(), str(tmp_path / "src.onnx"))
+    onnx.save(build(), str(tmp_path / "src.onnx"))
     assert _sanitized_bytes(tmp_path, fast=True) == _sanitized_bytes(tmp_path, fast=False)
 
 
