@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 WILD_DIR = Path.home() / ".cache" / "trtpipe" / "wild" / "models"
+PATHS: list[str] = []  # the path each fast run took ("fast", or "fallback: <reason>")
 
 
 class _FastPathUse(logging.Handler):
@@ -70,6 +71,7 @@ def compare(src: Path, work: Path, tag: str, quiet: bool = False) -> bool:
         logger.removeHandler(watcher)
     same = reference == fast
     path = "fallback: " + watcher.reasons[0].split("(", 1)[1].split(")")[0] if watcher.reasons else "fast"
+    PATHS.append(path)
     if not same or not quiet:
         print(f"{'SAME' if same else 'DIFF'} {tag}: {path}; reference {ref_seconds:.2f}s, fast {fast_seconds:.2f}s",
               flush=True)
@@ -113,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             path = work / f"encoder-{layers}.onnx"
             onnx.save(build_encoder(layers), str(path))
             sources.append((f"encoder-{layers}", path))
+            external = work / f"encoder-{layers}-external" / "model.onnx"  # weights in a data file: kept on disk
+            external.parent.mkdir()
+            onnx.save(build_encoder(layers), str(external), save_as_external_data=True, location="weights.bin",
+                      size_threshold=1024)
+            sources.append((f"encoder-{layers}-external-data", external))
         if not args.no_wild:
             sources.extend((f"wild {path.parent.name}", path) for path in sorted(WILD_DIR.glob("*/*.onnx")))
         for index, (tag, path) in enumerate(sources):
@@ -150,11 +157,14 @@ def _fuzz(count: int, work: Path, base: str) -> int:
             counts["differences"] += 1
             (work.parent / f"same_output_fuzz_{base}_{counts['runs']}.onnx").write_bytes(model_bytes)
 
+    first = len(PATHS)
     try:
         one()
     finally:
         fuzz_graphs.base_model = original_base
-    print(f"fuzz from {base}: {counts['runs']} graphs, {counts['differences']} difference(s)", flush=True)
+    fast = sum(path == "fast" for path in PATHS[first:])
+    print(f"fuzz from {base}: {counts['runs']} graphs ({fast} on the fast path), {counts['differences']} difference(s)",
+          flush=True)
     return counts["differences"]
 
 

@@ -103,8 +103,7 @@ class _Fold:
         self.values = ValueInfos()  # graphsurgeon's Variable dtype/shape
         inputs = [value for value in graph.input if value.name not in self.initializers]
         for value in [*graph.value_info, *inputs, *graph.output]:
-            require(value.name not in self.values.info and value.name not in self.initializers,
-                    f"tensor {value.name!r} described twice")
+            require(value.name not in self.initializers, f"initializer {value.name!r} also described")
             self.values.add(value)
         domains = {opset.domain for opset in model.opset_import}
         self.nodes = list(graph.node)
@@ -113,7 +112,8 @@ class _Fold:
         self.lowered: dict[str, onnx.NodeProto] = {}
         inputs_set = set(self.input_names)
         for index, node in enumerate(self.nodes):
-            fields = check_node(node)
+            # A Constant is lowered and its node removed: only what the lowering reads is checked.
+            fields = _constant_fields(node) if node.op_type == "Constant" else check_node(node)
             op, outs = fields["op_type"], list(fields.get("output", ()))
             self.ops.append(op)
             self.ins.append(list(fields.get("input", ())))
@@ -384,13 +384,14 @@ class _Fold:
                       if name not in io_names and name not in gone and name not in self.initializers
                       and self.values.described(name)]
         kept_nodes = [self.nodes[i] for i in kept]
+        inputs = [self.values.proto(name) for name in self.input_names]
+        outputs = [self.values.proto(name) for name in self.output_names]
+        # Last, once nothing can be out of scope any more: the model as given then is graphsurgeon's.
         lowered = {name: self.lowered[name] for name in [*self.exported_lowered, *names] if name in self.lowered}
         repeat_side_effects([*self.exported_nodes, *kept_nodes], lowered)
         graph = self.graph
-        result = helper.make_graph(
-            kept_nodes, graph.name, [self.values.proto(name) for name in self.input_names],
-            [self.values.proto(name) for name in self.output_names], initializer,
-            doc_string=graph.doc_string, value_info=value_info, sparse_initializer=[])
+        result = helper.make_graph(kept_nodes, graph.name, inputs, outputs, initializer, doc_string=graph.doc_string,
+                                   value_info=value_info, sparse_initializer=[])
         model = helper.make_model(result, functions=[], opset_imports=self.model.opset_import)
         model.producer_name = self.model.producer_name
         model.producer_version = self.model.producer_version
@@ -398,12 +399,22 @@ class _Fold:
         return model
 
 
+def _constant_fields(node: onnx.NodeProto) -> dict:
+    """What fast_fold reads of a Constant node graphsurgeon lowers (`value`, a tensor, not a reference)."""
+    attributes = node.attribute
+    require(len(attributes) == 1, "a Constant without exactly one attribute")
+    value = attributes[0]
+    require(value.name == "value" and value.type == onnx.AttributeProto.TENSOR and not value.ref_attr_name
+            and not is_on_disk(value.t) and value.t.data_type in GS_SIZED_TYPES, "a Constant other than value=tensor")
+    fields = {"op_type": "Constant", "input": node.input, "output": node.output, "name": node.name}
+    if node.HasField("domain"):
+        fields["domain"] = node.domain
+    return fields
+
+
 def _constant_output(node: onnx.NodeProto, fields: dict) -> str:
     require(fields.get("domain", "") in DEFAULT_DOMAINS, "a custom-domain Constant")
-    attributes = fields.get("attribute", ())
-    require(len(attributes) == 1 and attributes[0].name == "value"
-            and attributes[0].type == onnx.AttributeProto.TENSOR, "a Constant other than value=tensor")
-    outputs = fields.get("output", ())
+    outputs = fields["output"]
     require(len(outputs) == 1 and outputs[0], "a Constant without exactly one output")
     return outputs[0]
 

@@ -93,33 +93,50 @@ def type_info(value: onnx.ValueInfoProto) -> tuple[int, list | None] | None:
 
 
 class ValueInfos:
-    """Tensor name -> graphsurgeon's dtype/shape, and the value infos its export writes for them."""
+    """Tensor name -> graphsurgeon's dtype/shape, and the value infos its export writes for them.
+
+    Read lazily: most of a large model's value infos are only copied, and those
+    of folded tensors not even that.
+    """
 
     def __init__(self):
-        self.info: dict[str, tuple[int, list | None] | None] = {}
-        self._type_bytes: dict[str, bytes | None] = {}  # name -> the exported TypeProto's bytes (None: no type)
+        self._values: dict[str, onnx.ValueInfoProto] = {}
+        self._known: dict[str, tuple] = {}  # name -> (info, the exported TypeProto's bytes or None)
         self._by_type: dict[bytes, tuple] = {}
 
     def add(self, value: onnx.ValueInfoProto) -> None:
-        key = value.type.SerializeToString()
-        known = self._by_type.get(key)
+        require(value.name not in self._values, f"tensor {value.name!r} described twice")
+        self._values[value.name] = value
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
+
+    def _resolved(self, name: str) -> tuple:
+        known = self._known.get(name)
         if known is None:
-            info = type_info(value)
-            exported = None if info is None else tensor_type_bytes(*info)
-            known = self._by_type[key] = (info, exported)
-        self.info[value.name], self._type_bytes[value.name] = known
+            value = self._values.get(name)
+            if value is None:
+                known = (None, None)
+            else:
+                key = value.type.SerializeToString()
+                known = self._by_type.get(key)
+                if known is None:
+                    info = type_info(value)
+                    known = self._by_type[key] = (info, None if info is None else tensor_type_bytes(*info))
+            self._known[name] = known
+        return known
 
     def get(self, name: str):
-        return self.info.get(name)
+        return self._resolved(name)[0]
 
     def described(self, name: str) -> bool:
-        return self.info.get(name) is not None
+        return self._resolved(name)[0] is not None
 
     def proto(self, name: str) -> onnx.ValueInfoProto:
         """`make_tensor_value_info(name, dtype, shape)`, or `make_empty_tensor_value_info(name)` without a type."""
         encoded = name.encode()
         data = b"\n" + _varint(len(encoded)) + encoded
-        exported = self._type_bytes.get(name)
+        exported = self._resolved(name)[1]
         if exported is not None:
             data += b"\x12" + _varint(len(exported)) + exported
         return onnx.ValueInfoProto.FromString(data)
