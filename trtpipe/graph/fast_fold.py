@@ -52,8 +52,8 @@ from onnx import TensorProto, helper, numpy_helper
 from trtpipe.graph import value_info
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold_check import CAST_ELISION_OPS, NEVER_FOLDED
-from trtpipe.graph.gs_export import (GS_SIZED_TYPES, OutOfScope, ValueInfos, check_node, repeat_side_effects,
-                                     require, tensor_order)
+from trtpipe.graph.gs_export import (GS_SIZED_TYPES, OutOfScope, ValueInfos, check_node, exported_model,
+                                     repeat_side_effects, require, tensor_order)
 from trtpipe.graph.weights_on_disk import is_on_disk
 
 logger = logging.getLogger(__name__)
@@ -389,14 +389,7 @@ class _Fold:
         # Last, once nothing can be out of scope any more: the model as given then is graphsurgeon's.
         lowered = {name: self.lowered[name] for name in [*self.exported_lowered, *names] if name in self.lowered}
         repeat_side_effects([*self.exported_nodes, *kept_nodes], lowered)
-        graph = self.graph
-        result = helper.make_graph(kept_nodes, graph.name, inputs, outputs, initializer, doc_string=graph.doc_string,
-                                   value_info=value_info, sparse_initializer=[])
-        model = helper.make_model(result, functions=[], opset_imports=self.model.opset_import)
-        model.producer_name = self.model.producer_name
-        model.producer_version = self.model.producer_version
-        model.ir_version = self.model.ir_version
-        return model
+        return exported_model(self.model, kept_nodes, inputs, outputs, initializer, value_info)
 
 
 def _constant_fields(node: onnx.NodeProto) -> dict:

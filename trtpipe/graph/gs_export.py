@@ -12,7 +12,9 @@ Used by fast_fold.py, which must write exactly what Polygraphy's folding pass
   rebuilds each once per distinct type;
 - initializers and value infos are listed in `Graph.tensors()` order
   (`tensor_order`): graph inputs, each node's inputs then outputs, graph outputs;
-- the export writes into the input model's protos (`repeat_side_effects`).
+- the export writes into the input model's protos (`repeat_side_effects`);
+- the model is `helper.make_model(helper.make_graph(...))` with graphsurgeon's
+  arguments (`exported_model`), built in place rather than copied twice.
 """
 
 from __future__ import annotations
@@ -200,3 +202,28 @@ def repeat_side_effects(nodes, lowered: dict[str, onnx.NodeProto]) -> None:
                 attribute.t.name = attribute.t.name
     for name, node in lowered.items():
         node.attribute[0].t.name = name
+
+
+def exported_model(source: onnx.ModelProto, nodes, inputs, outputs, initializer, value_info) -> onnx.ModelProto:
+    """`make_model(make_graph(nodes, source's graph name, ..., doc_string=...), functions=[], opset_imports=
+    source's)` with the producer fields and IR version of `source`, as graphsurgeon's `export_onnx` writes it.
+
+    Built directly in the new model: `make_model` would copy the whole graph (weights too) once more.
+    """
+    model = onnx.ModelProto()
+    model.ir_version = onnx.IR_VERSION
+    graph = model.graph
+    graph.SetInParent()
+    graph.node.extend(nodes)
+    graph.name = source.graph.name
+    graph.input.extend(inputs)
+    graph.output.extend(outputs)
+    graph.initializer.extend(initializer)
+    graph.value_info.extend(value_info)
+    if source.graph.doc_string:
+        graph.doc_string = source.graph.doc_string
+    model.opset_import.extend(source.opset_import)
+    model.producer_name = source.producer_name
+    model.producer_version = source.producer_version
+    model.ir_version = source.ir_version
+    return model
