@@ -80,7 +80,12 @@ def fold_pass(model: onnx.ModelProto, *, infer_shapes: bool, size_threshold: int
         return _Fold(model, size_threshold).run(infer_shapes)
     except OutOfScope as reason:
         logger.debug("fast constant folding not used (%s): Polygraphy's pass runs", reason)
-        return None
+    except Exception as error:  # noqa: BLE001 - a defect here must cost speed, never the folding
+        # Decision: Polygraphy's pass then runs as before (what the fast path may already have written into
+        # the input model is what that pass writes too). Logged with the traceback for a report.
+        logger.warning("fast constant folding failed (%s: %s); Polygraphy's pass runs instead",
+                       type(error).__name__, error, exc_info=logger.isEnabledFor(logging.DEBUG))
+    return None
 
 
 class _Fold:
