@@ -20,7 +20,9 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
 - the producers lose the folded outputs, `cleanup()` keeps what the graph
   outputs need, and the export lists nodes in order, initializers and
   value_info in first-use order (inputs, each node's inputs and outputs,
-  outputs), value infos rebuilt with `make_tensor_value_info`;
+  outputs), value infos rebuilt with `make_tensor_value_info` (gs_export.py);
+- shape inference as Polygraphy runs it after the pass, on a weightless copy
+  (value_info.infer_shapes: same value_info and output types);
 - graphsurgeon's side effects on the input model are repeated: every tensor
   attribute it exports gets an explicit name, and a lowered Constant's tensor
   takes its output's name (the model as given to the pass is what an undone
@@ -36,9 +38,9 @@ shape-tensor Cast elision candidates, duplicate producers or value infos,
 a graph output or input that is or becomes a constant, a foldable node with
 an omitted output or random values, a tensor over the size threshold, values
 on disk, non-tensor types, any irregularity where graphsurgeon's own code
-would raise, and any ONNX Runtime failure. How nodes, value infos and
-initializers come out of graphsurgeon's export is in gs_export.py. tests/graph/test_fast_fold.py and
-bench/same_output.py compare both paths byte for byte.
+would raise, any ONNX Runtime failure, and (logged as a warning) any error of
+its own. tests/graph/test_fast_fold.py and bench/same_output.py compare both
+paths byte for byte.
 """
 
 from __future__ import annotations
@@ -47,13 +49,14 @@ import logging
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from trtpipe.graph import value_info
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold_check import CAST_ELISION_OPS, NEVER_FOLDED
 from trtpipe.graph.gs_export import (GS_SIZED_TYPES, OutOfScope, ValueInfos, check_node, exported_model,
                                      repeat_side_effects, require, tensor_order)
+from trtpipe.graph.shape_folding import PLAIN_TYPES, ShapeFolding
 from trtpipe.graph.weights_on_disk import is_on_disk
 
 logger = logging.getLogger(__name__)
@@ -65,10 +68,6 @@ ENABLED = True
 GS_SPECIAL_OPS = frozenset({"Constant", "Shape", "Gather", "Slice", "Cast", "If"}) | NEVER_FOLDED | CAST_ELISION_OPS
 RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                         "Bernoulli"})
-# Element types whose values are read or written here (ONNX Runtime results), with graphsurgeon's itemsize.
-PLAIN_TYPES = {TensorProto.FLOAT: 4, TensorProto.UINT8: 1, TensorProto.INT8: 1, TensorProto.UINT16: 2,
-               TensorProto.INT16: 2, TensorProto.INT32: 4, TensorProto.INT64: 8, TensorProto.BOOL: 1,
-               TensorProto.FLOAT16: 2, TensorProto.DOUBLE: 8, TensorProto.UINT32: 4, TensorProto.UINT64: 8}
 FLOAT_TO = 1  # Cast's `to` for FLOAT, as graphsurgeon's cast elision compares it
 
 
@@ -88,7 +87,7 @@ def fold_pass(model: onnx.ModelProto, *, infer_shapes: bool, size_threshold: int
     return None
 
 
-class _Fold:
+class _Fold(ShapeFolding):
     def __init__(self, model: onnx.ModelProto, size_threshold: int):
         self.model, self.graph, self.threshold = model, model.graph, size_threshold
         self._import()
@@ -204,86 +203,6 @@ class _Fold:
             if all(name in foldable for name in inputs if name):
                 require(all(outputs), "a foldable node with an omitted output")
                 foldable.update(outputs)
-
-    def _producer_of(self, name: str, op_type: str) -> int | None:
-        if name in self.constants or name not in self.producer:
-            return None
-        index = self.producer[name]
-        return index if self.ops[index] == op_type else None
-
-    def _shape_input(self, name: str) -> list | None:
-        """Dims of the tensor a Shape producing `name` reads, when graphsurgeon would fold on them."""
-        shape = self._producer_of(name, "Shape")
-        if shape is None:
-            return None
-        source = self.ins[shape][0]
-        if source in self.foldable:
-            return None
-        info = self.values.get(source)
-        return None if info is None else info[1]
-
-    def _value(self, name: str) -> np.ndarray:
-        if name in self.shape_values:
-            return self.shape_values[name]
-        tensor = self.initializers[name] if name in self.initializers else self.lowered[name].attribute[0].t
-        require(not is_on_disk(tensor) and tensor.data_type in PLAIN_TYPES, "a constant read here is not plain")
-        return np.array(numpy_helper.to_array(tensor))
-
-    def _shape_gather(self, name: str) -> np.ndarray | None:
-        gather = self._producer_of(name, "Gather")
-        if gather is None:
-            return None
-        data, indices = self.ins[gather][0], self.ins[gather][1]
-        dims = self._shape_input(data)
-        if dims is None or indices not in self.constants:
-            return None
-        values = self._value(indices)
-        if not values.shape:
-            dim = dims[int(values)]
-            return None if _dynamic(dim) else np.array(dim, dtype=np.int64)
-        picked = [dims[index] for index in values]
-        return None if any(_dynamic(dim) for dim in picked) else np.array(picked, dtype=np.int64)
-
-    def _shape_slice(self, name: str) -> np.ndarray | None:
-        node = self._producer_of(name, "Slice")
-        if node is None:
-            return None
-        inputs = self.ins[node]
-        attributes = {a.name: list(a.ints) for a in self.nodes[node].attribute}
-        data = inputs[0]  # graphsurgeon reads it first: a Slice without inputs raises there
-        if len(inputs) >= 3:
-            if not all(part in self.constants for part in inputs[1:3]):
-                return None
-            starts, ends = self._scalar(inputs[1]), self._scalar(inputs[2])
-        elif "starts" in attributes and "ends" in attributes:
-            starts, ends = attributes["starts"][0], attributes["ends"][0]
-        else:
-            return None
-        dims = self._shape_input(data)
-        if dims is None:
-            return None
-        if len(inputs) > 3:
-            if inputs[3] not in self.constants or self._scalar(inputs[3]) != 0:
-                return None
-        elif "axes" in attributes and attributes["axes"][0] != 0:
-            return None
-        steps = 1
-        if len(inputs) > 4:
-            if inputs[4] not in self.constants:
-                return None
-            steps = self._scalar(inputs[4])
-        elif "steps" in attributes:
-            steps = attributes["steps"][0]
-        picked = dims[starts:ends:steps]
-        return None if any(_dynamic(dim) for dim in picked) else np.array(picked, dtype=np.int64)
-
-    def _shape(self, name: str) -> np.ndarray | None:
-        dims = self._shape_input(name)
-        return None if dims is None or any(_dynamic(dim) for dim in dims) else np.array(dims, dtype=np.int64)
-
-    def _scalar(self, name: str):
-        values = self._value(name)
-        return values if not values.shape else list(values)[0]
 
     def _to_evaluate(self) -> list[str]:
         """The foldable tensors graphsurgeon computes (`should_eval_foldable`)."""

@@ -20,7 +20,7 @@ Used by fast_fold.py, which must write exactly what Polygraphy's folding pass
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from trtpipe.graph.weights_on_disk import is_on_disk
 
