@@ -65,6 +65,27 @@ def _shapes_and_constants() -> onnx.ModelProto:
     return graphs.make_model(nodes, [x], [y], inits)
 
 
+def _graphsurgeon_quirks() -> onnx.ModelProto:
+    """A consumer *node* named like a constant tensor (graphsurgeon then does not evaluate what it reads), a
+    Split of a constant with an unused output, and opset 9's attribute-form Slice of a Shape."""
+    nodes = [
+        _constant("w", np.arange(8, dtype=np.float32)),
+        _constant("two", np.array(2.0, np.float32)),
+        helper.make_node("Mul", ["w", "two"], ["w2"], name="scale"),
+        helper.make_node("Add", ["x", "w2"], ["a"], name="w"),  # named like the constant tensor `w`
+        helper.make_node("Split", ["w"], ["lo", "hi"], name="split", axis=0, split=[4, 4]),
+        helper.make_node("Tile", ["lo", "reps"], ["lo2"], name="tile"),
+        helper.make_node("Add", ["a", "lo2"], ["b"], name="add_lo"),
+        helper.make_node("Shape", ["b"], ["shape"], name="shape"),
+        helper.make_node("Slice", ["shape"], ["last"], name="slice", starts=[2], ends=[3], axes=[0]),
+        helper.make_node("Concat", ["minus_one", "last"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["b", "target"], ["y"], name="reshape"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return graphs.make_model(nodes, [x], [y], [_ints("reps", [2]), _ints("minus_one", [-1])], opset=9)
+
+
 def _value_float_constant() -> onnx.ModelProto:
     """A Constant written with `value_float`: outside the fast path (graphsurgeon lowers it to float64)."""
     nodes = [helper.make_node("Constant", [], ["half"], value_float=0.5),
@@ -97,8 +118,9 @@ def _encoder() -> onnx.ModelProto:
     return build_encoder(2)
 
 
-@pytest.mark.parametrize("build", [_shapes_and_constants, lambda: builtin_model("transformer"),
-                                   lambda: builtin_model("t5"), _encoder], ids=["shapes", "transformer", "t5", "encoder"])
+@pytest.mark.parametrize("build", [_shapes_and_constants, _graphsurgeon_quirks, lambda: builtin_model("transformer"),
+                                   lambda: builtin_model("t5"), _encoder],
+                         ids=["shapes", "quirks", "transformer", "t5", "encoder"])
 def test_the_fast_pass_writes_polygraphys_bytes(build):
     prepared = _prepared(build())
     reference_input, fast_input = (onnx.ModelProto.FromString(prepared.SerializeToString()) for _ in range(2))
