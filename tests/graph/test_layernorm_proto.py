@@ -2,7 +2,7 @@
 onnx-graphsurgeon round trip, byte for byte, and falls back to the round trip where it must.
 
 The wide differential check (built-in models, encoders, the wild corpus, mutated and fuzzed
-graphs) is bench/same_output.py; these are the real graphs it covers that run in seconds.
+graphs) is bench/same_output_upgrade.py; these are the real graphs it covers that run in seconds.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def may_fold(model: onnx.ModelProto) -> bool:
             return True
         if node.op_type in ("Gather", "Slice") and _folds_shape_part(node, producers, shapes, initializers):
             return True
-        if node.op_type in CAST_ELISION_OPS and _cast_elision_candidate(node, producers, consumers, graph_outputs):
+        if node.op_type in CAST_ELISION_OPS and cast_elision_candidate(node, producers, consumers, graph_outputs):
             return True
     return False
 
@@ -131,7 +131,7 @@ def _values(name: str, initializers: dict) -> np.ndarray | None:
     return numpy_helper.to_array(tensor)
 
 
-def _cast_elision_candidate(node, producers, consumers, graph_outputs) -> bool:
+def cast_elision_candidate(node, producers, consumers, graph_outputs) -> bool:
     for name in node.output:
         if name in graph_outputs or any(reader.op_type != "Cast" for reader in consumers.get(name, [])):
             return False

@@ -73,6 +73,7 @@ from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
 from trtpipe.errors import UserError
 from trtpipe.graph import input_dims, validity, value_info
 from trtpipe.graph.domains import DEFAULT_DOMAINS
+from trtpipe.graph.fast_fold import fold_pass
 from trtpipe.graph.fold_check import may_fold
 from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, refuse_unexportable_io, restore_model_fields
 from trtpipe.graph.gs_order import cleaned_and_sorted
@@ -305,7 +306,10 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx
         # an import/export round trip that changes nothing, and is skipped. Otherwise the passes go
         # on exactly as they would have (the first call's loop resumes after its first pass).
         first, rest = FOLD_PARTITIONINGS[0], FOLD_PARTITIONINGS[1:]
-        folded = polygraphy_fold_constants(model, partitioning=first, num_passes=1, **options)
+        # Decision: the first pass is computed on the protos when fast_fold.py reproduces it (same bytes);
+        # anything it does not cover takes Polygraphy's pass, as before.
+        folded = fold_pass(model, infer_shapes=infer_shapes, size_threshold=FOLD_SIZE_THRESHOLD_BYTES) \
+            or polygraphy_fold_constants(model, partitioning=first, num_passes=1, **options)
         if folded is model or may_fold(folded):  # `is model`: the pass raised (Polygraphy kept the input)
             if folded is not model and polygraphy_num_nodes(folded) != polygraphy_num_nodes(model):
                 folded = polygraphy_fold_constants(folded, partitioning=first, **options)  # the loop resumes

@@ -36,6 +36,8 @@ def split_shape_ranges(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     """Rewrite ranged Shape nodes in place; returns copies of the original nodes."""
     originals = []
     for graph in all_graphs(model.graph):
+        if not any(_range(node) is not None for node in graph.node):
+            continue  # nothing to rewrite: the node list stays as it is (rewriting it copies every node)
         nodes = []
         for node in graph.node:
             bounds = _range(node)
@@ -61,19 +63,22 @@ def restore_shape_ranges(model: onnx.ModelProto, originals: list[onnx.NodeProto]
     by_output = {node.output[0]: node for node in originals}
     restored = 0
     for graph in all_graphs(model.graph):
-        producers = {out: node for node in graph.node for out in node.output}
-        nodes = []
-        for node in graph.node:
-            original = by_output.get(node.output[0]) if node.op_type == "Slice" and node.output else None
-            whole = producers.get(node.input[0]) if original is not None else None
-            if whole is not None and whole.op_type == "Shape" and node.input[0] == node.output[0] + WHOLE_SUFFIX:
-                nodes.remove(whole)  # it precedes the Slice; the original reads the same input
-                nodes.append(original)
-                restored += 1
-            else:
-                nodes.append(node)
-        del graph.node[:]
-        graph.node.extend(nodes)
+        if by_output:  # without originals every node would stay: the list is not rewritten (a copy of each)
+            producers = {out: node for node in graph.node for out in node.output}
+            nodes = []
+            for node in graph.node:
+                original = by_output.get(node.output[0]) if node.op_type == "Slice" and node.output else None
+                whole = producers.get(node.input[0]) if original is not None else None
+                if whole is not None and whole.op_type == "Shape" and node.input[0] == node.output[0] + WHOLE_SUFFIX:
+                    nodes.remove(whole)  # it precedes the Slice; the original reads the same input
+                    nodes.append(original)
+                    restored += 1
+                else:
+                    nodes.append(node)
+            del graph.node[:]
+            graph.node.extend(nodes)
+        if not any(t.name.endswith((START_SUFFIX, END_SUFFIX)) for t in graph.initializer):
+            continue
         used = {name for node in graph.node for name in node.input}
         kept = [t for t in graph.initializer if t.name in used or not t.name.endswith((START_SUFFIX, END_SUFFIX))]
         if len(kept) != len(graph.initializer):

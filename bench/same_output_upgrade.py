@@ -1,9 +1,9 @@
 """Differential check: does this checkout's upgrade_opset write the same model as another's (main's)?
 
-    python bench/same_output.py prepare DIR            # inputs: sanitized models, one folder per case
-    PYTHONPATH=/work/main python bench/same_output.py upgrade DIR/inputs DIR/main
-    PYTHONPATH=$PWD       python bench/same_output.py upgrade DIR/inputs DIR/new
-    python bench/same_output.py compare DIR/main DIR/new
+    python bench/same_output_upgrade.py prepare DIR            # inputs: sanitized models, one folder per case
+    PYTHONPATH=/work/main python bench/same_output_upgrade.py upgrade DIR/inputs DIR/main
+    PYTHONPATH=$PWD       python bench/same_output_upgrade.py upgrade DIR/inputs DIR/new
+    python bench/same_output_upgrade.py compare DIR/main DIR/new
 
 Cases (`prepare`, run from the repository root): the built-in models (and t5/gpt2/transformer
 with their nodes shuffled), bench encoders, the wild corpus in ~/.cache/trtpipe/wild/models,

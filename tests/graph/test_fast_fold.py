@@ -1,0 +1,179 @@
+"""fast_fold.fold_pass against Polygraphy's folding pass it replaces: the same model, byte for byte.
+
+Each graph goes through both: Polygraphy's `fold_constants` (one pass,
+sanitize's options) on one copy, `fold_pass` on another. The results must
+serialize to the same bytes, and so must the two input models afterwards
+(onnx-graphsurgeon writes into the model it imports; the fast path repeats
+that). sanitize's whole output is compared too, and the folded model must
+compute what the original did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from polygraphy.backend.onnx import fold_constants
+
+from tests.graph import graphs
+from trtpipe.graph import fast_fold, value_info
+from trtpipe.graph.fast_fold import fold_pass
+from trtpipe.graph.fold_export import tensor_type_bytes
+from trtpipe.graph.sanitize import FOLD_SIZE_THRESHOLD_BYTES, sanitize_model
+from trtpipe.models import builtin_model
+
+
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def _constant(output, array):
+    return helper.make_node("Constant", [], [output], value=numpy_helper.from_array(np.asarray(array), output + "_v"))
+
+
+def _shapes_and_constants() -> onnx.ModelProto:
+    """Constant nodes, Shape -> Gather/Slice of static and dynamic dims, a foldable chain, a Q/DQ pair.
+
+    x[2, n, 8] -> Reshape(x, [dim0, -1, last]) + 2 * w + DQ(q) -> Mul by the dynamic dim n -> y.
+    """
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        _constant("i0", np.array(0, np.int64)),
+        helper.make_node("Gather", ["shape", "i0"], ["dim0"], name="gather_static", axis=0),
+        helper.make_node("Gather", ["shape", "i1"], ["dim1"], name="gather_dynamic", axis=0),
+        helper.make_node("Slice", ["shape", "starts", "ends"], ["last"], name="slice_static"),
+        helper.make_node("Unsqueeze", ["dim0", "axes0"], ["dim0_1d"], name="unsqueeze"),
+        helper.make_node("Concat", ["dim0_1d", "minus_one", "last"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["reshaped"], name="reshape"),
+        _constant("w", rng.standard_normal(8).astype(np.float32)),
+        _constant("two", np.array(2.0, np.float32)),
+        helper.make_node("Mul", ["w", "two"], ["w2"], name="scale_w"),
+        helper.make_node("Add", ["reshaped", "w2"], ["biased"], name="bias"),
+        helper.make_node("DequantizeLinear", ["q", "q_scale", "q_zero"], ["dq"], name="dq"),
+        helper.make_node("Add", ["biased", "dq"], ["summed"], name="add_dq"),
+        helper.make_node("Cast", ["dim1"], ["dim1_f"], name="cast_dim", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["summed", "dim1_f"], ["y"], name="times_n"),
+    ]
+    inits = [_ints("i1", 1), _ints("starts", [2]), _ints("ends", [3]), _ints("axes0", [0]),
+             _ints("minus_one", [-1]), numpy_helper.from_array(np.arange(8, dtype=np.int8), "q"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "q_scale"),
+             numpy_helper.from_array(np.array(1, np.int8), "q_zero"), _ints("unused", [7])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "n", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return graphs.make_model(nodes, [x], [y], inits)
+
+
+def _graphsurgeon_quirks() -> onnx.ModelProto:
+    """A consumer *node* named like a constant tensor (graphsurgeon then does not evaluate what it reads), a
+    Split of a constant with an unused output, and opset 9's attribute-form Slice of a Shape."""
+    nodes = [
+        _constant("w", np.arange(8, dtype=np.float32)),
+        _constant("two", np.array(2.0, np.float32)),
+        helper.make_node("Mul", ["w", "two"], ["w2"], name="scale"),
+        helper.make_node("Add", ["x", "w2"], ["a"], name="w"),  # named like the constant tensor `w`
+        helper.make_node("Split", ["w"], ["lo", "hi"], name="split", axis=0, split=[4, 4]),
+        helper.make_node("Tile", ["lo", "reps"], ["lo2"], name="tile"),
+        helper.make_node("Add", ["a", "lo2"], ["b"], name="add_lo"),
+        helper.make_node("Shape", ["b"], ["shape"], name="shape"),
+        helper.make_node("Slice", ["shape"], ["last"], name="slice", starts=[2], ends=[3], axes=[0]),
+        helper.make_node("Concat", ["minus_one", "last"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["b", "target"], ["y"], name="reshape"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return graphs.make_model(nodes, [x], [y], [_ints("reps", [2]), _ints("minus_one", [-1])], opset=9)
+
+
+def _value_float_constant() -> onnx.ModelProto:
+    """A Constant written with `value_float`: outside the fast path (graphsurgeon lowers it to float64)."""
+    nodes = [helper.make_node("Constant", [], ["half"], value_float=0.5),
+             helper.make_node("Mul", ["x", "half"], ["y"])]
+    return graphs.make_model(nodes, [graphs.float_input("x", [2, 3])], [graphs.float_input("y", [2, 3])])
+
+
+def _constant_output() -> onnx.ModelProto:
+    """y = beta * 0.5 does not depend on x: graphsurgeon writes the folded output's type from its values."""
+    nodes = [helper.make_node("Relu", ["x"], ["unused"]), helper.make_node("Mul", ["beta", "half"], ["y"])]
+    inits = [numpy_helper.from_array(np.ones(8, np.float32), "beta"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    return graphs.make_model(nodes, [graphs.float_input("x", [2, 8])], [graphs.float_input("y", [2, 4, 8])], inits)
+
+
+def _prepared(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as sanitize hands it to folding: shapes inferred."""
+    return value_info.infer_shapes(onnx.ModelProto.FromString(model.SerializeToString()))
+
+
+def _polygraphy_pass(model):
+    return fold_constants(model, num_passes=1, partitioning=None, do_shape_inference=True, fold_shapes=True,
+                          error_ok=True, size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
+                          allow_onnxruntime_shape_inference=False)
+
+
+def _encoder() -> onnx.ModelProto:
+    from bench.encoders import build_encoder
+
+    return build_encoder(2)
+
+
+@pytest.mark.parametrize("build", [_shapes_and_constants, _graphsurgeon_quirks, lambda: builtin_model("transformer"),
+                                   lambda: builtin_model("t5"), _encoder],
+                         ids=["shapes", "quirks", "transformer", "t5", "encoder"])
+def test_the_fast_pass_writes_polygraphys_bytes(build):
+    prepared = _prepared(build())
+    reference_input, fast_input = (onnx.ModelProto.FromString(prepared.SerializeToString()) for _ in range(2))
+    reference = _polygraphy_pass(reference_input)
+    fast = fold_pass(fast_input, infer_shapes=True, size_threshold=FOLD_SIZE_THRESHOLD_BYTES)
+    assert fast is not None, "the fast path should cover this graph"
+    assert len(fast.graph.node) < len(prepared.graph.node)  # it folded something
+    assert fast.SerializeToString() == reference.SerializeToString()
+    # graphsurgeon renames the Constant tensors it exports inside the model it was given: so must the fast path.
+    assert fast_input.SerializeToString() == reference_input.SerializeToString()
+
+
+def test_shapes_fold_to_the_right_values_and_the_model_computes_the_same():
+    model = _prepared(_shapes_and_constants())
+    folded = fold_pass(onnx.ModelProto.FromString(model.SerializeToString()), infer_shapes=True,
+                       size_threshold=FOLD_SIZE_THRESHOLD_BYTES)
+    ops = [node.op_type for node in folded.graph.node]
+    assert "Constant" not in ops and "Concat" not in ops and "Slice" not in ops  # the static parts folded
+    assert ops.count("Gather") == 1 and "DequantizeLinear" in ops  # the dynamic dim and Q/DQ stay
+    initializers = {t.name: numpy_helper.to_array(t) for t in folded.graph.initializer}
+    assert initializers["target"].tolist() == [2, -1, 8]
+    assert "unused" not in initializers
+    x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(np.float32)
+    np.testing.assert_array_equal(graphs.run(folded, {"x": x})[0], graphs.run(model, {"x": x})[0])
+
+
+@pytest.mark.parametrize("build", [_value_float_constant, _constant_output], ids=["value_float", "constant_output"])
+def test_out_of_scope_models_take_polygraphys_pass(tmp_path, build):
+    model = _prepared(build())
+    assert fold_pass(model, infer_shapes=True, size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
+    onnx.save(build(), str(tmp_path / "src.onnx"))
+    assert _sanitized_bytes(tmp_path, fast=True) == _sanitized_bytes(tmp_path, fast=False)
+
+
+@pytest.mark.parametrize("build", [_shapes_and_constants, lambda: builtin_model("nafnet"),
+                                   lambda: builtin_model("gpt2")], ids=["shapes", "nafnet", "gpt2"])
+def test_sanitize_writes_the_same_file_with_or_without_the_fast_pass(tmp_path, build):
+    onnx.save(build(), str(tmp_path / "src.onnx"))
+    assert _sanitized_bytes(tmp_path, fast=True) == _sanitized_bytes(tmp_path, fast=False)
+
+
+def _sanitized_bytes(tmp_path, *, fast: bool) -> bytes:
+    destination = tmp_path / f"out-{fast}.onnx"
+    previous, fast_fold.ENABLED = fast_fold.ENABLED, fast
+    try:
+        sanitize_model(tmp_path / "src.onnx", destination)
+    finally:
+        fast_fold.ENABLED = previous
+    return destination.read_bytes()
+
+
+@pytest.mark.parametrize("elem_type, dims", [
+    (TensorProto.FLOAT, None), (TensorProto.FLOAT, []), (0, [3]), (TensorProto.INT64, [-1, 0, 5, 2**40, -2**63]),
+    (TensorProto.FLOAT16, ["", "batch", None, "x" * 200]), (TensorProto.BFLOAT16, [None] * 70), (1, ["é"])])
+def test_type_bytes_are_make_tensor_type_proto_s(elem_type, dims):
+    assert tensor_type_bytes(elem_type, dims) == helper.make_tensor_type_proto(elem_type, dims).SerializeToString()
