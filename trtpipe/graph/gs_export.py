@@ -335,7 +335,8 @@ def check_scope(model: onnx.ModelProto) -> None:
             "local functions, sparse initializers or training info")
     initializers = [tensor.name for tensor in graph.initializer]
     require(len(set(initializers)) == len(initializers), "duplicate initializer names")
-    require(all(tensor.data_type in GS_SIZED_TYPES for tensor in graph.initializer), "an initializer of an unusual type")
+    require(all(tensor.data_type in GS_SIZED_TYPES for tensor in graph.initializer),
+            "an initializer of an unusual type")
     for value in [*graph.input, *graph.output, *graph.value_info]:
         require(not value.type.ByteSize() or value.type.WhichOneof("value") == "tensor_type",
                 f"{value.name!r} is not a tensor")
