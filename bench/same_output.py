@@ -21,7 +21,7 @@ Cases (`prepare`, deterministic), per stage:
   only: copied), and bench/fuzz_graphs.py's mutated graphs (`--fuzz` draws from
   each `--fuzz-bases`: the fuzzer's own base, transformer, gpt2, and a graph of
   Constant nodes and Shape -> Gather/Slice folds, so that mutations hit the
-  folding rules);
+  folding rules), and the LayerNorm forms and their mutations listed below;
 - upgrade_opset (inputs: sanitized as the pipeline does; a model sanitize refuses
   is used as it is): the built-in models (t5/gpt2/transformer also with their
   nodes shuffled), encoders of 1, 2 and 4 layers, the wild corpus, every LayerNorm
@@ -43,8 +43,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -126,13 +128,26 @@ def _sanitize_cases(args):
             build = (lambda name: lambda: builtin_model(name))(base)
         for index, model_bytes in enumerate(drawn_models(args.fuzz, build)):
             yield f"fuzz_{base}_{index:04d}", model_bytes
+    yield from _mutated_forms(args.mutated)
+
+
+def _mutated_forms(count: int):
+    """The LayerNorm forms and `count` mutations of them (doc strings, attributes changed or dropped, ...)."""
+    import numpy as np
+
+    from bench.same_output_cases import layernorm_forms, mutated
+
+    forms = layernorm_forms()
+    yield from forms
+    rng = np.random.default_rng(7)
+    for index in range(count):
+        name, model = forms[int(rng.integers(len(forms)))]
+        yield f"mutated_{index}_{name}", mutated(model, rng)
 
 
 def _upgrade_cases(args):
-    import numpy as np
-
     from bench.encoders import build_encoder
-    from bench.same_output_cases import drawn_models, layernorm_forms, mutated, shuffled
+    from bench.same_output_cases import drawn_models, shuffled
     from trtpipe.models import BUILTIN_MODELS, builtin_model
 
     for name in BUILTIN_MODELS:
@@ -143,12 +158,7 @@ def _upgrade_cases(args):
         yield f"encoder_{layers}", build_encoder(layers)
     if not args.no_wild:
         yield from ((f"wild_{path.parent.name}", path) for path in sorted(WILD_DIR.glob("*/*.onnx")))
-    forms = layernorm_forms()
-    yield from forms
-    rng = np.random.default_rng(7)
-    for index in range(args.mutated):
-        name, model = forms[int(rng.integers(len(forms)))]
-        yield f"mutated_{index}_{name}", mutated(model, rng)
+    yield from _mutated_forms(args.mutated)
     for index, model_bytes in enumerate(drawn_models(args.fuzz_upgrade, None)):
         yield f"fuzz_{index}", model_bytes
 
@@ -192,8 +202,9 @@ def run(out: Path, label: str, args) -> None:
             watcher.reasons.clear()
             outcome = _run_stage(stage, folder / "model.onnx", target / "model.onnx")
             (target / "outcome.json").write_text(json.dumps(outcome, indent=1, sort_keys=True, default=str))
+            path = "fast" if not watcher.reasons else "fallback: " + watcher.reasons[0]
             (out / label / stage / f"{folder.name}.path").write_text(
-                "fast" if not watcher.reasons else "fallback: " + watcher.reasons[0])
+                ("reference path" if args.reference_path else path) + "\n")
         logger.removeHandler(watcher)
         print(f"{stage}: ran {label}", flush=True)
 
@@ -243,7 +254,7 @@ def compare(out: Path, reference: str, new: str, stage_choice: str) -> int:
             if problems:
                 differing.append(folder.name)
                 print(f"DIFF {stage} {folder.name}: " + "; ".join(problems))
-        fast = [sum((side / f"{folder.name}.path").read_text() == "fast" for folder in folders
+        fast = [sum((side / f"{folder.name}.path").read_text().strip() == "fast" for folder in folders
                     if (side / f"{folder.name}.path").exists()) for side in (one, two)]
         print(f"{stage}: {len(folders) - len(differing)}/{len(folders)} cases identical; fast path "
               f"{fast[0]} ({reference}) and {fast[1]} ({new}) cases; stage time {times[0]:.2f} s ({reference}) "
@@ -263,7 +274,7 @@ def _problems(folder: Path, other: Path, times: list[float]) -> list[str]:
             times[1] += two.pop("seconds")
             one.pop("where", None)
             two.pop("where", None)
-            if one != two:
+            if _without_temporary_dirs(one) != _without_temporary_dirs(two):
                 problems.append(f"outcome {json.dumps(one)[:300]} != {json.dumps(two)[:300]}")
         elif not (other / path.name).exists() or path.read_bytes() != (other / path.name).read_bytes():
             problems.append(f"{path.name} differs")
@@ -271,6 +282,11 @@ def _problems(folder: Path, other: Path, times: list[float]) -> list[str]:
     if extra:
         problems.append(f"only in {other.parent}: {sorted(extra)}")
     return problems
+
+
+def _without_temporary_dirs(outcome: dict) -> str:
+    """The outcome as text, temporary directory names (random, quoted in some reasons) replaced."""
+    return re.sub(re.escape(tempfile.gettempdir()) + r"/[^/\s'\"]+/", "<temporary dir>/", json.dumps(outcome))
 
 
 def _stages(choice: str) -> tuple[str, ...]:
@@ -288,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fuzz", type=int, default=300, help="sanitize: mutated graphs drawn per base")
     parser.add_argument("--fuzz-bases", nargs="*", default=["fuzz", "transformer", "gpt2", "shapes"],
                         help="sanitize: graphs the mutations start from: fuzz (the fuzzer's own), shapes, a built-in")
-    parser.add_argument("--mutated", type=int, default=200, help="upgrade_opset: mutated LayerNorm forms")
+    parser.add_argument("--mutated", type=int, default=200, help="mutated LayerNorm forms")
     parser.add_argument("--fuzz-upgrade", type=int, default=120, help="upgrade_opset: fuzz_graphs draws")
     parser.add_argument("--no-wild", action="store_true")
     args = parser.parse_args(argv)

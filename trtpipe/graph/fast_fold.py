@@ -32,16 +32,23 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
 Decision: anything outside what is reproduced here returns None and the
 caller runs Polygraphy's pass as before: model-local functions, sparse
 initializers, any node with a graph-valued or otherwise unusual attribute
-(If/Loop/Scan bodies, attribute references, empty lists, doc strings), a
-custom-domain node that graphsurgeon treats specially or that would fold, a
-domain missing from the opset imports, a Constant other than `value=tensor`,
-shape-tensor Cast elision candidates, duplicate producers or value infos,
+(If/Loop/Scan bodies, attribute references, empty lists, non-UTF-8 strings,
+attribute types graphsurgeon's importer skips: the node it evaluates would
+lack them), a custom-domain node that graphsurgeon treats specially or that
+would fold, a domain missing from the opset imports, a Constant other than
+`value=tensor`, shape-tensor Cast elision candidates, duplicate producers or
+value infos, an initializer also described by a value info or graph output,
 a graph output or input that is or becomes a constant, a foldable node with
 an omitted output or random values, a tensor over the size threshold, values
 on disk, non-tensor types, any irregularity where graphsurgeon's own code
-would raise (gs_export.OutOfScope), any ONNX Runtime failure, and (logged as a warning) any error of
-its own. tests/graph/test_fast_fold.py and bench/same_output.py compare both
-paths byte for byte.
+would raise (gs_export.OutOfScope), any ONNX Runtime failure, and (logged as
+a warning) any error of its own.
+
+Decision: a kept node that graphsurgeon writes back re-made (a doc string, an
+explicitly empty name, an attribute with a doc string or without its value)
+is written re-made (gs_export.exported_node), not refused: the rule the
+LayerNorm fusion already used, now shared. tests/graph/test_fast_fold.py and
+bench/same_output.py compare both paths byte for byte.
 """
 
 from __future__ import annotations
@@ -105,8 +112,8 @@ class _Fold(ShapeFolding):
             self.initializers[tensor.name] = tensor
         self.input_names = [value.name for value in graph.input if value.name not in self.initializers]
         self.output_names = [value.name for value in graph.output]
-        require(not any(value.name in self.initializers for value in [*graph.value_info, *graph.output]),
-                "an initializer also described")
+        for value in [*graph.value_info, *graph.output]:
+            require(value.name not in self.initializers, f"initializer {value.name!r} also described")
         self.values = ValueInfos(graph, self.initializers)  # graphsurgeon's Variable dtype/shape
         domains = {opset.domain for opset in model.opset_import}
         self.nodes = list(graph.node)
