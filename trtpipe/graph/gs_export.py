@@ -35,9 +35,9 @@ Decisions:
   initializers, training info, duplicate initializer or value_info names, a tensor
   with several producers or produced and also an initializer or graph input,
   non-tensor types, initializers or tensor attributes of a type graphsurgeon's
-  importer cannot size (`GS_SIZED_TYPES`, a subset of what it sizes), a graph
-  without opset imports, a cycle, or more than one opset domain to add (graphsurgeon
-  adds them in set order, not reproducible).
+  importer cannot size (`GS_SIZED_TYPES`, a subset of what it sizes), a cycle, or
+  more than one opset domain to add (graphsurgeon adds them in set order, not
+  reproducible).
 - Duplicate value_info entries are refused rather than merged: graphsurgeon merges
   them with `dtype or dtype`, where a NumPy dtype is false.
 """
@@ -291,8 +291,7 @@ def tensor_order(input_names, node_inputs, node_outputs, output_names) -> list[s
 
 def opset_imports(source: onnx.ModelProto, nodes) -> list[onnx.OperatorSetIdProto]:
     """graphsurgeon's `update_import_domains`: the model's imports plus each node domain missing from them."""
-    imports = list(source.opset_import)
-    require(bool(imports), "no opset imports")  # graphsurgeon would write its default opset
+    imports = list(source.opset_import)  # the importer's import_domains (even when empty)
     present = {entry.domain for entry in imports}
     missing = {node.domain for node in nodes if node.HasField("domain")} - present
     require(len(missing) <= 1, f"several opset domains to add: {sorted(missing)}")  # added in set order
