@@ -186,6 +186,10 @@ class ValueInfos:
     def __contains__(self, name: str) -> bool:
         return name in self._values
 
+    def source(self, name: str) -> onnx.ValueInfoProto | None:
+        """The entry the importer types `name` from (None: none)."""
+        return self._values.get(name)
+
     def _resolved(self, name: str) -> tuple:
         known = self._known.get(name)
         if known is None:
