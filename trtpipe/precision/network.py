@@ -51,6 +51,8 @@ class Network:
     run_shapes: dict[str, list[int]] = field(default_factory=dict)
     run_counts: dict[str, int] = field(default_factory=dict)
     run_levels: dict[str, int] = field(default_factory=dict)  # body tensor -> leading iteration axes in a run
+    # The stored-tensor check's materialisation, reused by the stage for the same plan (materialize_reuse.py).
+    last_materialised: object = field(default=None, repr=False, compare=False)
 
     def op_type(self, name: str) -> str:
         return self.nodes[name].op_type

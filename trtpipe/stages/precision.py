@@ -70,7 +70,7 @@ class PlanPrecision(Stage):
         from trtpipe.precision.decisions import MATERIALIZE_AS
         from trtpipe.precision.control_flow import derive_control_flow
         from trtpipe.precision.flop_shapes import feeds_for_shapes, record_feed_shapes
-        from trtpipe.precision.materialize import materialize
+        from trtpipe.precision.materialize_reuse import materialize_or_reuse
         from trtpipe.precision.names_table import write_names_table
         from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
         from trtpipe.precision.plan_document import plan_document, summary_line
@@ -95,7 +95,8 @@ class PlanPrecision(Stage):
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
             derive_control_flow(net, decisions)  # the search moves body nodes: say what their If/Loop is now
         node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
-        mixed, report = materialize(model, node_precision, keep_io_types=config["keep_io_types"])
+        # The stored-tensor check's materialisation when the plan did not change since (materialize_reuse.py).
+        mixed, report = materialize_or_reuse(net, model, node_precision, config["keep_io_types"])
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
         document.update(notes)  # boundaries: the stored-tensor check (auto_boundaries.py)
