@@ -56,6 +56,7 @@ class Observed:
 def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset()) -> Observed:
     """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`)."""
     observed = Observed()
+    computing = [name for name in net.names if net.computes_float(name)]  # the same for every feed
     for index, values in enumerate(reference_values(net, feeds_list)):
         if index == 0:
             record_run_shapes(net, values)
@@ -66,9 +67,7 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
                 lowest, highest = _finite_extremes(array)
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
-        for name in net.names:
-            if not net.computes_float(name):
-                continue
+        for name in computing:
             if name in net.parent:
                 if not any(np.asarray(values[t]).size for t in net.float_outputs(name) if t in values):
                     continue  # not reached by this sample (an If branch not taken, a zero-trip Loop)
@@ -157,6 +156,10 @@ def _finite_max_abs(array) -> float:
 def _finite_extremes(array) -> tuple[float, float]:
     """The smallest and largest finite values (+inf, -inf when there are none), in the array's own type."""
     values = np.asarray(array)
+    if values.size:  # finite extremes mean every value is finite (NaN and inf propagate): no masked copy
+        lowest, highest = values.min(), values.max()
+        if np.isfinite(lowest) and np.isfinite(highest):
+            return float(lowest), float(highest)
     finite = values[np.isfinite(values)]
     if not finite.size:
         return np.inf, -np.inf

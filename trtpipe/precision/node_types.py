@@ -110,7 +110,27 @@ def decide_node_types(
     rules = op_type_rules(node.domain, node.op_type, opset) if opset is not None else None
     if rules is None:
         return as_authored(node, types, f"no ONNX schema for {node.domain or 'ai.onnx'}::{node.op_type}")
-    return _from_schema(node, PRECISION_ELEMENT_TYPES[precision], rules, types)
+    return _from_schema_cached(node, PRECISION_ELEMENT_TYPES[precision], rules, types)
+
+
+# (rules, node's domain and op type, target, per input and output: (present, authored type)) -> NodeTypes.
+_DECIDED: dict[tuple, NodeTypes] = {}
+
+
+def _from_schema_cached(node: onnx.NodeProto, target: int, rules: OpTypeRules, types: dict[str, int]) -> NodeTypes:
+    """`_from_schema`, computed once per distinct key (a 4,000-node encoder has a few dozen).
+
+    Decision: `_from_schema` reads the node only through its domain, op type and, per input and
+    output, whether the name is empty and its type in `types`; with the schema's rules and the
+    target, that is the key, so a hit is the same result. Each caller gets its own lists.
+    """
+    key = (rules.domain, rules.op_type, rules.opset, node.domain, node.op_type, target,
+           tuple((bool(name), types.get(name)) for name in node.input),
+           tuple((bool(name), types.get(name)) for name in node.output))
+    found = _DECIDED.get(key)
+    if found is None:
+        found = _DECIDED[key] = _from_schema(node, target, rules, types)
+    return NodeTypes(list(found.inputs), list(found.outputs), found.target, list(found.not_applied))
 
 
 def as_authored(node: onnx.NodeProto, types: dict[str, int], reason: str = "") -> NodeTypes:
