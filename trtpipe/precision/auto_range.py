@@ -125,7 +125,8 @@ def reference_values(net: Network, feeds_list: list[dict[str, np.ndarray]]):
             runner = None
     if runner is None:
         carried = {}
-        runner = ReferenceRunner(net.model, expose_intermediates=True)
+        # The network's own shape inference of this very model: the runner need not infer it again.
+        runner = ReferenceRunner(net.model, expose_intermediates=True, inferred=net.inferred)
         first = runner.run(feeds_list[0]) if feeds_list else {}
     net.run_levels = {value.tensor: value.levels for value in carried.values()}
     for index, feeds in enumerate(feeds_list):
@@ -153,6 +154,9 @@ def _finite_max_abs(array) -> float:
     return float(values.max()) if values.size else 0.0
 
 
+_HIDDEN_OPS = frozenset({"LayerNormalization", "RMSNormalization", "ReduceL2"})
+
+
 def _finite_extremes(array) -> tuple[float, float]:
     """The smallest and largest finite values (+inf, -inf when there are none), in the array's own type."""
     values = np.asarray(array)
@@ -167,6 +171,8 @@ def _finite_extremes(array) -> tuple[float, float]:
 
 
 def _hidden_intermediate(node, values: dict, levels: dict[str, int]) -> float:
+    if node.op_type not in _HIDDEN_OPS:
+        return 0.0  # before any conversion: most nodes compute nothing hidden
     x = values.get(node.input[0]) if node.input else None
     stacked = levels.get(node.input[0], 0) if node.input else 0  # leading iteration axes of a body value
     if x is None or not np.issubdtype(np.asarray(x).dtype, np.floating):
