@@ -27,7 +27,9 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,7 +65,7 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
         for tensor, array in values.items():
             if tensor in keep and not net.run_levels.get(tensor):
                 observed.kept.setdefault(tensor, []).append(array)
-            if isinstance(array, np.ndarray) and np.issubdtype(array.dtype, np.floating):  # not sequences
+            if isinstance(array, np.ndarray) and _is_floating(array.dtype):  # not sequences
                 lowest, highest = _finite_extremes(array)
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
@@ -154,6 +156,12 @@ def _finite_max_abs(array) -> float:
     return float(values.max()) if values.size else 0.0
 
 
+@functools.lru_cache(maxsize=None)
+def _is_floating(dtype: np.dtype) -> bool:
+    """np.issubdtype(dtype, np.floating), asked once per dtype (it is asked for every tensor of every run)."""
+    return bool(np.issubdtype(dtype, np.floating))
+
+
 _HIDDEN_OPS = frozenset({"LayerNormalization", "RMSNormalization", "ReduceL2"})
 
 
@@ -161,9 +169,9 @@ def _finite_extremes(array) -> tuple[float, float]:
     """The smallest and largest finite values (+inf, -inf when there are none), in the array's own type."""
     values = np.asarray(array)
     if values.size:  # finite extremes mean every value is finite (NaN and inf propagate): no masked copy
-        lowest, highest = values.min(), values.max()
-        if np.isfinite(lowest) and np.isfinite(highest):
-            return float(lowest), float(highest)
+        lowest, highest = float(values.min()), float(values.max())
+        if math.isfinite(lowest) and math.isfinite(highest):
+            return lowest, highest
     finite = values[np.isfinite(values)]
     if not finite.size:
         return np.inf, -np.inf

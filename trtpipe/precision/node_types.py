@@ -92,7 +92,30 @@ class NodeTypes:
 def decide_node_types(
     node: onnx.NodeProto, precision: str, types: dict[str, int], opsets: dict[str, int]
 ) -> NodeTypes:
-    """The types `node` reads and produces under `precision` (see module docstring)."""
+    """The types `node` reads and produces under `precision` (see module docstring).
+
+    Decision: decided once per distinct key (a 4,000-node encoder has a few dozen). Every rule
+    below reads the node only through its op type, domain, whether it has a body, and per input
+    and output whether the name is empty and its type in `types`; with the precision and the
+    domain's opset that is the key, so a hit is the same result. Each caller gets its own lists.
+    """
+    key = (precision, node.domain, node.op_type, opsets.get(node.domain),
+           any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute),
+           tuple((bool(name), types.get(name)) for name in node.input),
+           tuple((bool(name), types.get(name)) for name in node.output))
+    found = _DECIDED.get(key)
+    if found is None:
+        found = _DECIDED[key] = _decide_node_types(node, precision, types, opsets)
+    return NodeTypes(list(found.inputs), list(found.outputs), found.target, list(found.not_applied))
+
+
+# decide_node_types' key -> its result (the types of the schema rules; bounded by the op and type combinations seen).
+_DECIDED: dict[tuple, NodeTypes] = {}
+
+
+def _decide_node_types(
+    node: onnx.NodeProto, precision: str, types: dict[str, int], opsets: dict[str, int]
+) -> NodeTypes:
     if precision == KEEP and node.op_type == "Cast" and node.domain in DEFAULT_DOMAINS:
         return _kept_cast(node, types)
     if precision == KEEP and not any(types.get(name) in RETYPABLE for name in node.output if name):
@@ -110,27 +133,7 @@ def decide_node_types(
     rules = op_type_rules(node.domain, node.op_type, opset) if opset is not None else None
     if rules is None:
         return as_authored(node, types, f"no ONNX schema for {node.domain or 'ai.onnx'}::{node.op_type}")
-    return _from_schema_cached(node, PRECISION_ELEMENT_TYPES[precision], rules, types)
-
-
-# (rules, node's domain and op type, target, per input and output: (present, authored type)) -> NodeTypes.
-_DECIDED: dict[tuple, NodeTypes] = {}
-
-
-def _from_schema_cached(node: onnx.NodeProto, target: int, rules: OpTypeRules, types: dict[str, int]) -> NodeTypes:
-    """`_from_schema`, computed once per distinct key (a 4,000-node encoder has a few dozen).
-
-    Decision: `_from_schema` reads the node only through its domain, op type and, per input and
-    output, whether the name is empty and its type in `types`; with the schema's rules and the
-    target, that is the key, so a hit is the same result. Each caller gets its own lists.
-    """
-    key = (rules.domain, rules.op_type, rules.opset, node.domain, node.op_type, target,
-           tuple((bool(name), types.get(name)) for name in node.input),
-           tuple((bool(name), types.get(name)) for name in node.output))
-    found = _DECIDED.get(key)
-    if found is None:
-        found = _DECIDED[key] = _from_schema(node, target, rules, types)
-    return NodeTypes(list(found.inputs), list(found.outputs), found.target, list(found.not_applied))
+    return _from_schema(node, PRECISION_ELEMENT_TYPES[precision], rules, types)
 
 
 def as_authored(node: onnx.NodeProto, types: dict[str, int], reason: str = "") -> NodeTypes:
