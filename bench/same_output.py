@@ -1,6 +1,6 @@
 """Differential check of the precision stage: same model bytes and same plan as a reference tree.
 
-    python -m bench.same_output prepare WORK [--wild]     # inputs of the precision stage, once
+    python -m bench.same_output prepare WORK [--groups builtin encoders fuzz wild]  # stage inputs, once
     PYTHONPATH=<reference tree> python -m bench.same_output run WORK OUT_A
     PYTHONPATH=<this tree>      python -m bench.same_output run WORK OUT_B
     python -m bench.same_output compare OUT_A OUT_B
@@ -101,51 +101,34 @@ def _inputs_from_overrides(overrides) -> dict:
     return inputs
 
 
-def _fuzz_cases(count: int = 12):
-    """Mutated graphs of the fuzzer, drawn with a fixed seed."""
-    import random
+def _fuzz_cases(count: int = 24):
+    """Mutated graphs of the fuzzer (bench/fuzz_graphs.py); the few that reach the precision stage are kept."""
+    import warnings
 
     import onnx
     from bench.corpus_case import _shipped_defaults
-    from bench import fuzz_graphs
+    from bench.fuzz_graphs import mutated_models
 
     shipped = _shipped_defaults()
     stages = {s: shipped[s] for s in ("sanitize", "upgrade_opset", "precision")}
-    strategy = getattr(fuzz_graphs, "mutated_models", None)
-    if strategy is None:
-        return
-    rng = random.Random(SEED)
+    strategy = mutated_models()
     for index in range(count):
-        try:
-            model = onnx.load_from_string(_draw(strategy(), rng))
-        except Exception:
-            continue
-        yield f"fuzz-{index}", model, stages, _data({})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # hypothesis: .example() is meant for interactive use
+            model = onnx.load_from_string(strategy.example())
+        yield f"fuzz-{index}", model, stages, _data({"x": {"low": -1.0, "high": 1.0, "dtype": "float32"}})
 
 
-def _draw(strategy, rng):
-    from hypothesis import HealthCheck, given, seed, settings
-
-    drawn = []
-
-    @seed(rng.randrange(1 << 30))
-    @settings(max_examples=1, database=None, suppress_health_check=list(HealthCheck), derandomize=False)
-    @given(strategy)
-    def take(value):
-        drawn.append(value)
-
-    take()
-    return drawn[0]
+GROUPS = {"builtin": _builtin_cases, "encoders": _encoder_cases, "fuzz": _fuzz_cases, "wild": _wild_cases}
 
 
-def prepare(work: Path, wild: bool) -> None:
+def prepare(work: Path, groups: list[str]) -> None:
     import onnx
     from trtpipe.graph.sanitize import sanitize_model
     from trtpipe.graph.upgrade import upgrade_model
 
-    groups = [_builtin_cases(), _encoder_cases(), _fuzz_cases()] + ([_wild_cases()] if wild else [])
     for group in groups:
-        for name, model, stages, data in group:
+        for name, model, stages, data in GROUPS[group]():
             target = work / name
             target.mkdir(parents=True, exist_ok=True)
             raw, clean, upgraded = target / "raw.onnx", target / "sanitized.onnx", target / "input.onnx"
@@ -210,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("work", type=Path)
-    p.add_argument("--wild", action="store_true")
+    p.add_argument("--groups", nargs="*", default=list(GROUPS), choices=list(GROUPS))
     r = sub.add_parser("run")
     r.add_argument("work", type=Path)
     r.add_argument("out", type=Path)
@@ -220,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("second", type=Path)
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        prepare(args.work, args.wild)
+        prepare(args.work, args.groups)
     elif args.command == "run":
         args.out.mkdir(parents=True, exist_ok=True)
         run(args.work, args.out, args.only)
