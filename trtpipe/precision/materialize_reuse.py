@@ -16,6 +16,8 @@ Decisions:
   materialises, so at most one materialised copy of the weights is alive at a time,
   as before.
 - The check reads the materialised model and never edits it, nor its report.
+- With the search on, the check's copy is dropped before the search (which materialises
+  many plans of its own): the final plan is then materialised again, as before.
 """
 
 from __future__ import annotations

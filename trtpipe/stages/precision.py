@@ -92,6 +92,7 @@ class PlanPrecision(Stage):
             record_feed_shapes(net, feeds[0] if feeds else feeds_for_shapes(model, config))
         search_note = ""
         if searching:
+            net.last_materialised = None  # the search materialises many plans: not two copies alive at once
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
             derive_control_flow(net, decisions)  # the search moves body nodes: say what their If/Loop is now
         node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
