@@ -218,44 +218,49 @@ class _FlowGraph:
         return self._reachable()
 
     def _levels(self) -> list[int] | None:
-        level = [-1] * len(self.adjacent)
+        adjacent, capacity, head = self.adjacent, self.capacity, self.head  # locals: the hot loop
+        level = [-1] * len(adjacent)
         level[SOURCE] = 0
         queue = deque([SOURCE])
         while queue:
             vertex = queue.popleft()
-            for edge in self.adjacent[vertex]:
-                if self.capacity[edge] > 0 and level[self.head[edge]] < 0:
-                    level[self.head[edge]] = level[vertex] + 1
-                    queue.append(self.head[edge])
+            next_level = level[vertex] + 1
+            for edge in adjacent[vertex]:
+                if capacity[edge] > 0 and level[head[edge]] < 0:
+                    level[head[edge]] = next_level
+                    queue.append(head[edge])
         return level if level[SINK] >= 0 else None
 
     def _push(self, level: list[int], pointer: list[int]) -> bool:
         """One augmenting path in the level graph (iterative DFS); False when there is none left."""
+        adjacent, capacity, head = self.adjacent, self.capacity, self.head  # locals: the hot loop
         path: list[int] = []  # edges
         vertex = SOURCE
         while True:
             if vertex == SINK:
-                amount = min(self.capacity[e] for e in path)
+                amount = min(capacity[e] for e in path)
                 for edge in path:
-                    self.capacity[edge] -= amount
-                    self.capacity[edge ^ 1] += amount
+                    capacity[edge] -= amount
+                    capacity[edge ^ 1] += amount
                 return True
-            edges = self.adjacent[vertex]
-            while pointer[vertex] < len(edges):
-                edge = edges[pointer[vertex]]
-                if self.capacity[edge] > 0 and level[self.head[edge]] == level[vertex] + 1:
+            edges = adjacent[vertex]
+            position, count, wanted = pointer[vertex], len(edges), level[vertex] + 1
+            while position < count:
+                edge = edges[position]
+                if capacity[edge] > 0 and level[head[edge]] == wanted:
                     break
-                pointer[vertex] += 1
-            else:
+                position += 1
+            pointer[vertex] = position
+            if position == count:
                 if not path:
                     return False
                 level[vertex] = -1  # dead end
                 edge = path.pop()
-                vertex = self.head[edge ^ 1]
+                vertex = head[edge ^ 1]
                 pointer[vertex] += 1
                 continue
-            path.append(edges[pointer[vertex]])
-            vertex = self.head[edges[pointer[vertex]]]
+            path.append(edge)
+            vertex = head[edge]
 
     def _reachable(self) -> set[int]:
         seen = {SOURCE}
