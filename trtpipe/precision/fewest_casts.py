@@ -56,7 +56,9 @@ def fewest_casts(net: Network, decisions: dict[str, Decision], keep_io_types: bo
     read_in_bodies = _read_in_bodies(net)
     movable = [n for n in net.names if _movable(net, decisions, n)
                and not any(t in read_in_bodies for t in net.nodes[n].output)]
-    problem = _CutProblem(net, decisions, set(movable), keep_io_types)
+    # Decision: an insertion-ordered set (network order), not a set: iterating a set of names follows
+    # the process's string hashing, which reordered the plan's `moved` list from one run to the next.
+    problem = _CutProblem(net, decisions, dict.fromkeys(movable), keep_io_types)
     before = problem.casts({})
     moved = problem.solve()
     after = problem.casts({n: FP32 for n in moved})
@@ -84,7 +86,8 @@ def _movable(net: Network, decisions: dict[str, Decision], name: str) -> bool:
 
 
 class _CutProblem:
-    def __init__(self, net: Network, decisions: dict[str, Decision], movable: set[str], keep_io_types: bool) -> None:
+    def __init__(self, net: Network, decisions: dict[str, Decision], movable: dict[str, None],
+                 keep_io_types: bool) -> None:
         self.net, self.decisions, self.movable = net, decisions, movable
         graph = net.model.graph
         initializers = {t.name for t in graph.initializer}
