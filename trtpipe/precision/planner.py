@@ -32,6 +32,7 @@ from trtpipe.precision.control_flow import control_flow_initial, derive_control_
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.evidence_groups import group_decisions, moment_tensors
 from trtpipe.precision.fewest_casts import fewest_casts
+from trtpipe.precision.group_inputs import input_decisions
 from trtpipe.precision.masked_additions import masked_additions
 from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import normalization_groups
@@ -79,6 +80,7 @@ def plan_precision(
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
         _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence"),
                                                  moments))
+        _apply_auto(decisions, input_decisions(net, decisions, groups, reference, moments))
     for match in matches:
         _apply_rule(net, decisions, match)
     _check_effective(matches, decisions, config["on_unmatched"])

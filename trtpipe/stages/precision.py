@@ -31,7 +31,9 @@ class PlanPrecision(Stage):
     #     an additive mask read by LogSoftmax is not tolerated; the mask Add's reason says why it is FP16
     # 16: dead Casts and exact round trips (FP16 -> FP32 -> FP16) removed after materialisation,
     #     authored ones included; `redundant_casts` in the plan (precision/redundant_casts.py)
-    version = "16"
+    # 17: the cheap arithmetic computing the input of an FP32 LayerNorm/RMSNorm group joins FP32
+    #     ("normalization input", precision/group_inputs.py)
+    version = "17"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
