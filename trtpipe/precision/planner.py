@@ -7,7 +7,8 @@ Order (later steps override earlier ones, so the most explicit intent wins):
 3. default: `precision.default` for everything else;
 4. automatic rules (only over default nodes, only when the default is low precision):
    constants that do not fit, activation range, normalization groups where a member has
-   evidence (evidence_groups.py);
+   evidence (evidence_groups.py), the cheap arithmetic computing an FP32 group's input
+   (group_inputs.py);
 5. user rules, in the order given (later rules override earlier ones);
 6. smoothing of isolated low-precision islands (default nodes only);
 7. stored tensors: every tensor the materialised plan stores in FP16 fits FP16
