@@ -36,8 +36,9 @@ Decisions:
   range rule), not relative to a row's spread, and is left alone.
 - Only nodes whose precision came from `precision.default` move, only FP16 ->
   FP32 (every stored tensor's range was checked where the plan wrote it: a
-  region node produced its output in FP16 before), and not in If/Loop/Scan
-  bodies. User rules come later in the planner and win.
+  region node produced its output in FP16 before), not in If/Loop/Scan bodies
+  nor producing a tensor a body reads (each body would need its own Cast, as in
+  fewest_casts.py). User rules come later in the planner and win.
 - No heavy node (MatMul/Conv/Gemm/...) moves: the FP16 FLOP share is unchanged.
 - The reason names the group and 2^-11 * sqrt(r) measured over the reference
   rows (1 when r is not measured: RMSNorm, no kept statistics), so the plan
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Callable
 
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.evidence_groups import ROUNDING, Moments, statistics_error
@@ -67,19 +69,25 @@ def input_decisions(net: Network, decisions: dict[str, Decision], groups: dict[s
     for name, label in groups.items():
         members.setdefault(label, []).append(name)
     found: dict[str, tuple[str, float | None]] = {}
+    read_in_bodies = {t for n in net.names if n in net.parent for t in net.nodes[n].input if t}
+
+    def cheap(name: str) -> bool:
+        return (_cheap(net, decisions, groups, name)
+                and not any(t in read_in_bodies for t in net.nodes[name].output))
+
     for label, names in members.items():
         if not _fp32_norm_group(net, decisions, names):
             continue
         inside = set(names)
         for x in _external_inputs(net, names, inside):
             start = net.producer.get(x)
-            if start is None or start in found or not _cheap(net, decisions, groups, start):
+            if start is None or start in found or not cheap(start):
                 continue
             loss = _rounding_loss(names, observed, moments or {})
             reason = (f"{REASON}: computes {x}, read by the FP32 {label}: rounding it to FP16 costs the "
                       f"group's output up to {loss:.3g} relative RMS (2^-11 * sqrt(E[x^2]/Var)), no less than "
                       f"the FP16 rounding its FP32 avoids")
-            for name in _region(net, decisions, groups, start):
+            for name in _region(net, cheap, start):
                 found.setdefault(name, (reason, None))
     return found
 
@@ -109,7 +117,7 @@ def _cheap(net: Network, decisions: dict[str, Decision], groups: dict[str, str],
             and decision.source == "default" and decision.precision in LOW_PRECISIONS)
 
 
-def _region(net: Network, decisions: dict[str, Decision], groups: dict[str, str], start: str) -> list[str]:
+def _region(net: Network, cheap: Callable[[str], bool], start: str) -> list[str]:
     """`start` and the cheap arithmetic connected to it through cheap arithmetic, in network order."""
     seen, queue = {start}, deque([start])
     while queue:
@@ -117,7 +125,7 @@ def _region(net: Network, decisions: dict[str, Decision], groups: dict[str, str]
         neighbours = [net.producer[t] for t in node.input if t in net.producer]
         neighbours += [c for t in node.output for c in net.consumers.get(t, [])]
         for other in neighbours:
-            if other not in seen and _cheap(net, decisions, groups, other):
+            if other not in seen and cheap(other):
                 seen.add(other)
                 queue.append(other)
     return sorted(seen, key=net.position.__getitem__)
