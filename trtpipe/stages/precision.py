@@ -32,7 +32,9 @@ class PlanPrecision(Stage):
     # 16: dead Casts and exact round trips (FP16 -> FP32 -> FP16) removed after materialisation,
     #     authored ones included; `redundant_casts` in the plan (precision/redundant_casts.py)
     # 17: the plan's `fewest_casts.moved` in network order (was the process's string-hash order)
-    version = "17"
+    # 18: the cheap arithmetic computing the input of an FP32 LayerNorm/RMSNorm group joins FP32
+    #     ("normalization input", precision/group_inputs.py)
+    version = "18"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
