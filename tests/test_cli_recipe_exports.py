@@ -35,8 +35,8 @@ def report_of(run) -> dict:
 
 def protection(plan: dict) -> Counter:
     """What the plan keeps FP32 and why, without names: (op type, precision, kind of reason)."""
-    kinds = ("normalization group: decomposed LayerNorm", "normalization group", "activation range",
-             "constant", "smoothing", "precision.default")
+    kinds = ("normalization group: decomposed LayerNorm", "normalization group", "normalization input",
+             "activation range", "constant", "smoothing", "precision.default")
     return Counter((n["op_type"], n["precision"], next((k for k in kinds if n["reason"].startswith(k)), n["reason"]))
                    for n in plan["nodes"])
 

@@ -193,3 +193,22 @@ def test_fewest_casts_never_moves_a_node_a_rule_set():
     decisions, _ = plan_precision(net, precision_config(rules=rules, auto={"max_abs": None, "fewest_casts": True}), None)
     assert decisions["split_heads"].precision == "fp16"  # a user rule is not moved, though it would save a Cast
     assert decisions["mm"].precision == "fp16"
+
+
+def test_the_plan_is_the_same_bytes_whatever_the_string_hashing(tmp_path):
+    """fewest_casts iterated a set of node names, so `moved` (13 nodes on t5) came out in the
+    process's hash order: precision_plan.json differed between two runs of the same config."""
+    from tests.cli_helpers import run_trtpipe
+
+    plans = []
+    for seed in ("1", "2"):
+        run = run_trtpipe(tmp_path, "+recipe=transformer_fp16", "model.builtin=t5",
+                          "stages=[sanitize,upgrade_opset,precision]", cache=tmp_path / f"cache-{seed}",
+                          run_name=f"seed-{seed}", env={"PYTHONHASHSEED": seed})
+        assert run.code == 0, run.stderr
+        plans.append((run.run_dir / "precision" / "precision_plan.json").read_text())
+    import json
+
+    moved = [json.loads(plan)["fewest_casts"]["moved"] for plan in plans]
+    assert len(moved[0]) > 1 and moved[0] == moved[1]
+    assert plans[0] == plans[1]

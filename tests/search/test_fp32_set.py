@@ -94,15 +94,22 @@ def test_search_passes_with_no_more_fp32_than_the_automatic_plan(name, fuse):
 def test_search_keeps_far_fewer_nodes_fp32_on_decomposed_norms():
     # Decomposed norms: the automatic plan keeps whole groups, the search only what overflows or drifts.
     transformer, nafnet = searched("transformer", False), searched("nafnet", False)
-    # Measured: transformer 46 -> 17 (16 with one more Cast), nafnet 36 -> 10. (46: the attention
-    # mask Adds, read only by Softmax, overflow only to -inf and stay FP16: masked_additions.py.)
-    assert 2 * transformer.fp32_count < len(fp32_of(automatic_plan("transformer", False))) == 46
-    assert 3 * nafnet.fp32_count < len(fp32_of(automatic_plan("nafnet", False))) == 36
+    # Measured: transformer 55 -> 17 (16 with one more Cast), nafnet 44 -> 10. (55: the attention
+    # mask Adds, read only by Softmax, overflow only to -inf and stay FP16: masked_additions.py; 9 of
+    # them, 8 on nafnet, the cheap arithmetic computing the FP32 norms' inputs: group_inputs.py.)
+    assert 2 * transformer.fp32_count < len(fp32_of(automatic_plan("transformer", False))) == 55
+    assert 3 * nafnet.fp32_count < len(fp32_of(automatic_plan("nafnet", False))) == 44
     assert all(name.endswith(("/Pow", "/ReduceMean_1", "/Add", "/Sqrt")) for name in nafnet.fp32_nodes)
     # A fused LayerNormalization computes in its input's type under strong typing (numerics/
-    # low_precision_norm.py): only the norms whose (x - E[x])^2 overflows FP16 stay, and the guard.
+    # low_precision_norm.py): the norms whose (x - E[x])^2 overflows FP16 must stay, and the guard;
+    # no heavy node. (Until precision/group_inputs.py the automatic plan, those 5 norms + the guard,
+    # won the tie on Casts + FP32 nodes; it now keeps the residual Adds FP32 too, and the cheapest
+    # passing trial of the 30 keeps the 2 attention mask Adds and Softmaxes instead: no FLOPs.)
     fused = searched("transformer", True)
-    assert fused.fp32_nodes and all(n.endswith("LayerNormalization") for n in fused.fp32_nodes)
+    norms = {n for n in fp32_of(automatic_plan("transformer", True)) if n.endswith("LayerNormalization")}
+    assert len(norms) == 5 and norms <= set(fused.fp32_nodes)
+    assert all(n.endswith(("LayerNormalization", "/Add", "/Softmax")) for n in fused.fp32_nodes)
+    assert fused.low_precision_flop_share == 1.0
     assert fused.fixed_fp32_nodes == ["/Mul"]
 
 

@@ -211,8 +211,9 @@ def transformer_mixed(tmp_path_factory):
 
 
 def inspector_with_a_foreign_node(model_path, around: str) -> dict:
-    """One engine layer per node (typed as the ONNX says), except `around` and the Casts next to it,
-    which a Myelin ForeignNode swallowed: its I/O are the Casts' FP16 tensors."""
+    """One engine layer per node (typed as the ONNX says), except `around`, the FP32 node producing its
+    input when that is not a Cast (the residual Add, precision/group_inputs.py), and the Casts next to
+    them, which a Myelin ForeignNode swallowed: its I/O are the Casts' FP16 tensors."""
     import onnx
 
     from trtpipe.graph.parser_names import parser_names
@@ -223,9 +224,16 @@ def inspector_with_a_foreign_node(model_path, around: str) -> dict:
     text = {1: "Row major linear FP32", 10: "Row major linear FP16 format", 7: "Row major linear Int64 format",
             6: "Row major linear Int32", 9: "Row major linear BOOL"}
     named = parser_names(graph.node)
-    center = named[around]
-    swallowed = {around} | {n for n, node in named.items() if node.op_type == "Cast" and (
-        set(node.output) & set(center.input) or set(node.input) & set(center.output))}
+    producer = {t: n for n, node in named.items() for t in node.output}
+    island, pending = {around}, [around]
+    while pending:  # back through the FP32 arithmetic that computes the norm's input, up to Casts
+        for tensor in named[pending.pop()].input:
+            name = producer.get(tensor)
+            if name and name not in island and named[name].op_type in ("Add", "Sub", "Mul", "Div"):
+                island.add(name)
+                pending.append(name)
+    swallowed = island | {n for n, node in named.items() if node.op_type == "Cast" and any(
+        set(node.output) & set(named[c].input) or set(node.input) & set(named[c].output) for c in island)}
 
     def tensors(names):
         return [tensor_10x(t, text.get(types.get(t), "Unknown format")) for t in names if t in types]
@@ -250,9 +258,11 @@ def test_transformer_audit_finds_the_layernorm_myelin_swallowed_with_fake_tensor
                                             config(tmp_path), mk(tmp_path / "out"))
     audit = json.loads((tmp_path / "out" / "precision_audit.json").read_text())
     rows = {row["node"]: row for row in audit["rows"]}
-    assert audit["violations"] == [swallowed_ln]
+    # The norm and the FP32 Adds computing its input (precision/group_inputs.py), all realised FP16.
+    assert audit["violations"][-1] == swallowed_ln
+    assert [v.rsplit("/", 1)[1] for v in audit["violations"][:-1]] == ["Add", "Add"]
     assert rows[swallowed_ln]["realised"] == "fp16" and rows[swallowed_ln]["fused"]
     assert rows[swallowed_ln]["engine_layer"].startswith("{ForeignNode[")
     others = [row for node, row in rows.items() if node.endswith("LayerNormalization") and node != swallowed_ln]
     assert others and all(row["verdict"] == "ok" and row["realised"] == "fp32" for row in others)
-    assert "1 violation(s)" in outcome.summary and outcome.failed is None
+    assert "3 violation(s)" in outcome.summary and outcome.failed is None

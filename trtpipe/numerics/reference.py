@@ -27,14 +27,15 @@ class ReferenceRunner:
     """Runs `model` as it is (normally the FP32 model) on the CPU."""
 
     def __init__(self, model: onnx.ModelProto, *, expose_intermediates: bool = False,
-                 extra_outputs: Sequence[str] = ()) -> None:
+                 extra_outputs: Sequence[str] = (), inferred: onnx.ModelProto | None = None) -> None:
         """`extra_outputs`: tensors to return besides the graph outputs (promoted ones);
-        `expose_intermediates`: every float node output."""
+        `expose_intermediates`: every float node output; `inferred`: `inferred_copy(model)` when
+        the caller already made it (one shape inference less)."""
         graph = model.graph
         self.graph_outputs = [value.name for value in graph.output]
         exposed = list(extra_outputs)
         if expose_intermediates:
-            types = infer_tensor_types(model)
+            types = infer_tensor_types(model, inferred)
             exposed += [out for node in graph.node for out in node.output if out and is_float_tensor(types, out)]
         runnable = model
         if exposed:

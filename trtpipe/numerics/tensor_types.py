@@ -42,9 +42,10 @@ class TensorTypes:
         return self.types.get(name, TensorProto.UNDEFINED)
 
 
-def infer_tensor_types(model: onnx.ModelProto) -> TensorTypes:
-    """Types of every tensor in `model` and its subgraphs (see the module docstring)."""
-    inferred = inferred_copy(model)
+def infer_tensor_types(model: onnx.ModelProto, inferred: onnx.ModelProto | None = None) -> TensorTypes:
+    """Types of every tensor in `model` and its subgraphs (see the module docstring); `inferred`:
+    `inferred_copy(model)` when the caller already made it (one shape inference less)."""
+    inferred = inferred_copy(model) if inferred is None else inferred
     types: dict[str, int] = {}
     for graph in all_graphs(inferred.graph):
         _collect_declared(graph, types)

@@ -213,10 +213,10 @@ def _not_moved(node: str, found: StoredTensor, decision: Decision) -> dict:
 def _overflowing_fp16_tensors(net: Network, decisions: dict[str, Decision], tensor_max: dict[str, float],
                               keep_io_types: bool) -> tuple[list[StoredTensor], int]:
     """The FP16 tensors of the materialised plan beyond FP16's range, and how many FP16 tensors were checked."""
-    from trtpipe.precision.materialize import materialize
+    from trtpipe.precision.materialize_reuse import materialize_remembered
 
     node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
-    mixed, _ = materialize(net.model, node_precision, keep_io_types=keep_io_types)
+    mixed, _ = materialize_remembered(net, node_precision, keep_io_types)
     graphs = list(all_graphs(mixed.graph))
     nodes_of_all = [node for graph in graphs for node in graph.node]
     reference = _reference_names(net, mixed.graph, nodes_of_all)

@@ -31,12 +31,12 @@ FP32; a weight whose values all sit below FP16's range does.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from trtpipe.graph.weights_on_disk import tensor_array
+from trtpipe.graph.weights_on_disk import tensor_array, tensor_nbytes
+from trtpipe.precision.batched_threads import map_in_batches
 from trtpipe.precision.decisions import FP16_MAX, FP16_MIN_SUBNORMAL
 from trtpipe.precision.network import FLOAT_TYPES, Network
 from trtpipe.precision.passthrough import real_consumers
@@ -61,15 +61,16 @@ def constant_problems(net: Network, low_precision: str) -> dict[str, ConstantPro
     """tensor name -> its problem, for constants that do not fit FP16 (BF16 has FP32's range).
 
     Decision: tensors are checked on two threads (reading a weight and NumPy's
-    reductions release the GIL): on a 2.7 GB model this is every weight read once.
+    reductions release the GIL), in batches (batched_threads.py): on a 2.7 GB model this
+    is every weight read once.
     """
     if low_precision != "fp16":
         return {}
     checked = [(name, tensor) for name, tensor in net.constants.items()
                if tensor.data_type in FLOAT_TYPES and real_consumers(net, name)]
-    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        found = pool.map(lambda item: _problem(tensor_array(item[1])), checked)
-        return {name: problem for (name, _), problem in zip(checked, found) if problem is not None}
+    found = map_in_batches(lambda item: _problem(tensor_array(item[1])), checked,
+                           lambda item: tensor_nbytes(item[1]), _THREADS)
+    return {name: problem for (name, _), problem in zip(checked, found) if problem is not None}
 
 
 def _problem(array: np.ndarray) -> ConstantProblem | None:

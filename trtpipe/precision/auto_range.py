@@ -27,7 +27,9 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,19 +58,18 @@ class Observed:
 def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset()) -> Observed:
     """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`)."""
     observed = Observed()
+    computing = [name for name in net.names if net.computes_float(name)]  # the same for every feed
     for index, values in enumerate(reference_values(net, feeds_list)):
         if index == 0:
             record_run_shapes(net, values)
         for tensor, array in values.items():
             if tensor in keep and not net.run_levels.get(tensor):
                 observed.kept.setdefault(tensor, []).append(array)
-            if isinstance(array, np.ndarray) and np.issubdtype(array.dtype, np.floating):  # not sequences
+            if isinstance(array, np.ndarray) and _is_floating(array.dtype):  # not sequences
                 lowest, highest = _finite_extremes(array)
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
-        for name in net.names:
-            if not net.computes_float(name):
-                continue
+        for name in computing:
             if name in net.parent:
                 if not any(np.asarray(values[t]).size for t in net.float_outputs(name) if t in values):
                     continue  # not reached by this sample (an If branch not taken, a zero-trip Loop)
@@ -126,7 +127,8 @@ def reference_values(net: Network, feeds_list: list[dict[str, np.ndarray]]):
             runner = None
     if runner is None:
         carried = {}
-        runner = ReferenceRunner(net.model, expose_intermediates=True)
+        # The network's own shape inference of this very model: the runner need not infer it again.
+        runner = ReferenceRunner(net.model, expose_intermediates=True, inferred=net.inferred)
         first = runner.run(feeds_list[0]) if feeds_list else {}
     net.run_levels = {value.tensor: value.levels for value in carried.values()}
     for index, feeds in enumerate(feeds_list):
@@ -154,9 +156,22 @@ def _finite_max_abs(array) -> float:
     return float(values.max()) if values.size else 0.0
 
 
+@functools.lru_cache(maxsize=None)
+def _is_floating(dtype: np.dtype) -> bool:
+    """np.issubdtype(dtype, np.floating), asked once per dtype (it is asked for every tensor of every run)."""
+    return bool(np.issubdtype(dtype, np.floating))
+
+
+_HIDDEN_OPS = frozenset({"LayerNormalization", "RMSNormalization", "ReduceL2"})
+
+
 def _finite_extremes(array) -> tuple[float, float]:
     """The smallest and largest finite values (+inf, -inf when there are none), in the array's own type."""
     values = np.asarray(array)
+    if values.size:  # finite extremes mean every value is finite (NaN and inf propagate): no masked copy
+        lowest, highest = float(values.min()), float(values.max())
+        if math.isfinite(lowest) and math.isfinite(highest):
+            return lowest, highest
     finite = values[np.isfinite(values)]
     if not finite.size:
         return np.inf, -np.inf
@@ -164,6 +179,8 @@ def _finite_extremes(array) -> tuple[float, float]:
 
 
 def _hidden_intermediate(node, values: dict, levels: dict[str, int]) -> float:
+    if node.op_type not in _HIDDEN_OPS:
+        return 0.0  # before any conversion: most nodes compute nothing hidden
     x = values.get(node.input[0]) if node.input else None
     stacked = levels.get(node.input[0], 0) if node.input else 0  # leading iteration axes of a body value
     if x is None or not np.issubdtype(np.asarray(x).dtype, np.floating):

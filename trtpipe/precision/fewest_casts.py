@@ -56,7 +56,9 @@ def fewest_casts(net: Network, decisions: dict[str, Decision], keep_io_types: bo
     read_in_bodies = _read_in_bodies(net)
     movable = [n for n in net.names if _movable(net, decisions, n)
                and not any(t in read_in_bodies for t in net.nodes[n].output)]
-    problem = _CutProblem(net, decisions, set(movable), keep_io_types)
+    # Decision: an insertion-ordered set (network order), not a set: iterating a set of names follows
+    # the process's string hashing, which reordered the plan's `moved` list from one run to the next.
+    problem = _CutProblem(net, decisions, dict.fromkeys(movable), keep_io_types)
     before = problem.casts({})
     moved = problem.solve()
     after = problem.casts({n: FP32 for n in moved})
@@ -84,7 +86,8 @@ def _movable(net: Network, decisions: dict[str, Decision], name: str) -> bool:
 
 
 class _CutProblem:
-    def __init__(self, net: Network, decisions: dict[str, Decision], movable: set[str], keep_io_types: bool) -> None:
+    def __init__(self, net: Network, decisions: dict[str, Decision], movable: dict[str, None],
+                 keep_io_types: bool) -> None:
         self.net, self.decisions, self.movable = net, decisions, movable
         graph = net.model.graph
         initializers = {t.name for t in graph.initializer}
@@ -218,44 +221,49 @@ class _FlowGraph:
         return self._reachable()
 
     def _levels(self) -> list[int] | None:
-        level = [-1] * len(self.adjacent)
+        adjacent, capacity, head = self.adjacent, self.capacity, self.head  # locals: the hot loop
+        level = [-1] * len(adjacent)
         level[SOURCE] = 0
         queue = deque([SOURCE])
         while queue:
             vertex = queue.popleft()
-            for edge in self.adjacent[vertex]:
-                if self.capacity[edge] > 0 and level[self.head[edge]] < 0:
-                    level[self.head[edge]] = level[vertex] + 1
-                    queue.append(self.head[edge])
+            next_level = level[vertex] + 1
+            for edge in adjacent[vertex]:
+                if capacity[edge] > 0 and level[head[edge]] < 0:
+                    level[head[edge]] = next_level
+                    queue.append(head[edge])
         return level if level[SINK] >= 0 else None
 
     def _push(self, level: list[int], pointer: list[int]) -> bool:
         """One augmenting path in the level graph (iterative DFS); False when there is none left."""
+        adjacent, capacity, head = self.adjacent, self.capacity, self.head  # locals: the hot loop
         path: list[int] = []  # edges
         vertex = SOURCE
         while True:
             if vertex == SINK:
-                amount = min(self.capacity[e] for e in path)
+                amount = min(capacity[e] for e in path)
                 for edge in path:
-                    self.capacity[edge] -= amount
-                    self.capacity[edge ^ 1] += amount
+                    capacity[edge] -= amount
+                    capacity[edge ^ 1] += amount
                 return True
-            edges = self.adjacent[vertex]
-            while pointer[vertex] < len(edges):
-                edge = edges[pointer[vertex]]
-                if self.capacity[edge] > 0 and level[self.head[edge]] == level[vertex] + 1:
+            edges = adjacent[vertex]
+            position, count, wanted = pointer[vertex], len(edges), level[vertex] + 1
+            while position < count:
+                edge = edges[position]
+                if capacity[edge] > 0 and level[head[edge]] == wanted:
                     break
-                pointer[vertex] += 1
-            else:
+                position += 1
+            pointer[vertex] = position
+            if position == count:
                 if not path:
                     return False
                 level[vertex] = -1  # dead end
                 edge = path.pop()
-                vertex = self.head[edge ^ 1]
+                vertex = head[edge ^ 1]
                 pointer[vertex] += 1
                 continue
-            path.append(edges[pointer[vertex]])
-            vertex = self.head[edges[pointer[vertex]]]
+            path.append(edge)
+            vertex = head[edge]
 
     def _reachable(self) -> set[int]:
         seen = {SOURCE}

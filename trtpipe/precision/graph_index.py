@@ -76,6 +76,8 @@ def index_graph(graph: onnx.GraphProto) -> GraphIndex:
 
 def outer_names_read_by_subgraphs(node: onnx.NodeProto) -> list[str]:
     """Names the node's subgraphs read from enclosing scopes, in first-use order."""
+    if not node.attribute:
+        return []  # no attribute, no body: most nodes, asked for every node of every graph index
     found: dict[str, None] = {}
     for graph in _subgraphs(node):
         _collect_outer_names(graph, set(), found)

@@ -68,8 +68,10 @@ def materialize(
     working = onnx.ModelProto()
     working.CopyFrom(model)
     graph = working.graph
-    rename_sibling_collisions(graph)
-    named = name_unnamed_nodes(working) + _name_body_nodes(graph)
+    bodies = _has_bodies(graph)  # without bodies, the next two are no-ops that walk every node
+    if bodies:
+        rename_sibling_collisions(graph)
+    named = name_unnamed_nodes(working) + (_name_body_nodes(graph) if bodies else [])
     for scope in all_graphs(graph):
         del scope.value_info[:]
     opsets = opset_versions(working)
@@ -170,6 +172,14 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
     # A body may now read an author's Cast this graph placed after its control-flow node.
     if has_bodies and not is_topologically_sorted(list(graph.node)):
         _replace_nodes(graph, topologically_sorted(list(graph.node)))
+
+
+def _has_bodies(graph: onnx.GraphProto) -> bool:
+    """Whether a node holds a body (an attribute of graph type, as `node_subgraphs` reads them)."""
+    return any(attribute.type in _BODY_ATTRIBUTES for node in graph.node for attribute in node.attribute)
+
+
+_BODY_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def _name_body_nodes(graph: onnx.GraphProto) -> list[str]:

@@ -51,6 +51,10 @@ class Network:
     run_shapes: dict[str, list[int]] = field(default_factory=dict)
     run_counts: dict[str, int] = field(default_factory=dict)
     run_levels: dict[str, int] = field(default_factory=dict)  # body tensor -> leading iteration axes in a run
+    # The stored-tensor check's materialisation, reused by the stage for the same plan (materialize_reuse.py).
+    last_materialised: object = field(default=None, repr=False, compare=False)
+    # inferred_copy(model) as indexed here (weightless): the reference run reads its types (auto_range.py).
+    inferred: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
 
     def op_type(self, name: str) -> str:
         return self.nodes[name].op_type
@@ -89,7 +93,7 @@ class Network:
 def network_from_model(model: onnx.ModelProto) -> Network:
     """Index a model whose types are inferred (the sanitize stage guarantees it)."""
     inferred = inferred_copy(model)
-    net = Network(model=model)
+    net = Network(model=model, inferred=inferred)
     for graph in all_graphs(inferred.graph):
         for value in list(graph.input) + list(graph.output) + list(graph.value_info):
             if value.type.HasField("tensor_type"):

@@ -7,7 +7,8 @@ Order (later steps override earlier ones, so the most explicit intent wins):
 3. default: `precision.default` for everything else;
 4. automatic rules (only over default nodes, only when the default is low precision):
    constants that do not fit, activation range, normalization groups where a member has
-   evidence (evidence_groups.py);
+   evidence (evidence_groups.py), the cheap arithmetic computing an FP32 group's input
+   (group_inputs.py);
 5. user rules, in the order given (later rules override earlier ones);
 6. smoothing of isolated low-precision islands (default nodes only);
 7. stored tensors: every tensor the materialised plan stores in FP16 fits FP16
@@ -32,6 +33,7 @@ from trtpipe.precision.control_flow import control_flow_initial, derive_control_
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.evidence_groups import group_decisions, moment_tensors
 from trtpipe.precision.fewest_casts import fewest_casts
+from trtpipe.precision.group_inputs import input_decisions
 from trtpipe.precision.masked_additions import masked_additions
 from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import normalization_groups
@@ -79,6 +81,7 @@ def plan_precision(
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
         _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence"),
                                                  moments))
+        _apply_auto(decisions, input_decisions(net, decisions, groups, reference, moments))
     for match in matches:
         _apply_rule(net, decisions, match)
     _check_effective(matches, decisions, config["on_unmatched"])

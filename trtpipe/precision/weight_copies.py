@@ -9,13 +9,14 @@ reported (see weights.py for the clipping rule).
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.graph.weights_on_disk import tensor_nbytes
+from trtpipe.precision.batched_threads import map_in_batches
 from trtpipe.precision.element_types import short_name
 from trtpipe.precision.graph_index import GraphIndex, UniqueNames
 from trtpipe.precision.weight_types import WeightTypes
@@ -43,7 +44,8 @@ def store_weights(
     added_after: dict[str, list[onnx.TensorProto]] = {}
     stored = StoredWeights(initializers=[])
     # Decision: initializers are converted on two threads (reading a weight from disk and
-    # NumPy's conversions release the GIL); results are used in the plan's order.
+    # NumPy's conversions release the GIL), in batches (batched_threads.py); results are used
+    # in the plan's order.
     copies = [copy for copy in weights.copies if copy[0] not in weights.constant_nodes]
     # A weight converted under its own name, and used by no other copy, is rewritten in place.
     uses = Counter(source for source, _, _ in copies)
@@ -53,8 +55,10 @@ def store_weights(
         (source, elem_type, name), overwrite = job
         return convert_tensor(graph.initializer[index.initializers[source]], elem_type, name, in_place=overwrite)
 
-    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        conversions = iter(list(pool.map(convert, zip(copies, in_place))))
+    def size(job):
+        return tensor_nbytes(graph.initializer[index.initializers[job[0][0]]])
+
+    conversions = iter(map_in_batches(convert, list(zip(copies, in_place)), size, _THREADS))
     for source, elem_type, name in weights.copies:
         if source in weights.constant_nodes:
             _store_constant(graph, weights.constant_nodes[source], elem_type, name, names, stored)

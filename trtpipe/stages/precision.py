@@ -31,7 +31,10 @@ class PlanPrecision(Stage):
     #     an additive mask read by LogSoftmax is not tolerated; the mask Add's reason says why it is FP16
     # 16: dead Casts and exact round trips (FP16 -> FP32 -> FP16) removed after materialisation,
     #     authored ones included; `redundant_casts` in the plan (precision/redundant_casts.py)
-    version = "16"
+    # 17: the plan's `fewest_casts.moved` in network order (was the process's string-hash order)
+    # 18: the cheap arithmetic computing the input of an FP32 LayerNorm/RMSNorm group joins FP32
+    #     ("normalization input", precision/group_inputs.py)
+    version = "18"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -72,7 +75,7 @@ class PlanPrecision(Stage):
         from trtpipe.precision.decisions import MATERIALIZE_AS
         from trtpipe.precision.control_flow import derive_control_flow
         from trtpipe.precision.flop_shapes import feeds_for_shapes, record_feed_shapes
-        from trtpipe.precision.materialize import materialize
+        from trtpipe.precision.materialize_reuse import materialize_or_reuse
         from trtpipe.precision.names_table import write_names_table
         from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
         from trtpipe.precision.plan_document import plan_document, summary_line
@@ -95,10 +98,12 @@ class PlanPrecision(Stage):
             record_feed_shapes(net, feeds[0] if feeds else feeds_for_shapes(model, config))
         search_note = ""
         if searching:
+            net.last_materialised = None  # the search materialises many plans: not two copies alive at once
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
             derive_control_flow(net, decisions)  # the search moves body nodes: say what their If/Loop is now
         node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
-        mixed, report = materialize(model, node_precision, keep_io_types=config["keep_io_types"])
+        # The stored-tensor check's materialisation when the plan did not change since (materialize_reuse.py).
+        mixed, report = materialize_or_reuse(net, model, node_precision, config["keep_io_types"])
         removed = remove_redundant_casts(mixed)  # dead Casts and exact round trips (redundant_casts.py)
         forget_removed_casts(report, removed)
         save_model(mixed, out_dir / "model.onnx")
