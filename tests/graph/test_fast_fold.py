@@ -19,7 +19,7 @@ from polygraphy.backend.onnx import fold_constants
 from tests.graph import graphs
 from trtpipe.graph import fast_fold, value_info
 from trtpipe.graph.fast_fold import fold_pass
-from trtpipe.graph.fold_export import tensor_type_bytes
+from trtpipe.graph.gs_export import tensor_type_bytes
 from trtpipe.graph.sanitize import FOLD_SIZE_THRESHOLD_BYTES, sanitize_model
 from trtpipe.models import builtin_model
 
@@ -86,6 +86,27 @@ def _graphsurgeon_quirks() -> onnx.ModelProto:
     return graphs.make_model(nodes, [x], [y], [_ints("reps", [2]), _ints("minus_one", [-1])], opset=9)
 
 
+def _nodes_graphsurgeon_remakes() -> onnx.ModelProto:
+    """Nodes graphsurgeon writes back re-made (gs_export.exported_node): a doc string, an explicitly empty
+    name, an attribute with a doc string, an INT attribute without its value, a kept ConstantOfShape whose
+    tensor has no name; and a value info with a dim denotation (re-made by `make_tensor_value_info`)."""
+    fill = helper.make_tensor("", TensorProto.FLOAT, [1], [1.5])
+    fill.ClearField("name")
+    nodes = [_constant("w", np.arange(8, dtype=np.float32)),
+             helper.make_node("Add", ["x", "w"], ["a"], name="add", doc_string="exported by hand"),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Shape", ["r"], ["shape"], name="shape"),
+             helper.make_node("ConstantOfShape", ["shape"], ["filled"], name="fill", value=fill),
+             helper.make_node("Flatten", ["filled"], ["flat"], name="flatten", axis=1),
+             helper.make_node("Softmax", ["flat"], ["y"], name="softmax")]
+    nodes[2].name = ""
+    nodes[5].attribute[0].doc_string = "the axis"
+    nodes[6].attribute.add(name="axis", type=onnx.AttributeProto.INT)  # i left unset: graphsurgeon writes i=0
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])
+    x.type.tensor_type.shape.dim[0].denotation = "DATA_BATCH"
+    return graphs.make_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+
+
 def _value_float_constant() -> onnx.ModelProto:
     """A Constant written with `value_float`: outside the fast path (graphsurgeon lowers it to float64)."""
     nodes = [helper.make_node("Constant", [], ["half"], value_float=0.5),
@@ -118,9 +139,9 @@ def _encoder() -> onnx.ModelProto:
     return build_encoder(2)
 
 
-@pytest.mark.parametrize("build", [_shapes_and_constants, _graphsurgeon_quirks, lambda: builtin_model("transformer"),
-                                   lambda: builtin_model("t5"), _encoder],
-                         ids=["shapes", "quirks", "transformer", "t5", "encoder"])
+@pytest.mark.parametrize("build", [_shapes_and_constants, _graphsurgeon_quirks, _nodes_graphsurgeon_remakes,
+                                   lambda: builtin_model("transformer"), lambda: builtin_model("t5"), _encoder],
+                         ids=["shapes", "quirks", "remade", "transformer", "t5", "encoder"])
 def test_the_fast_pass_writes_polygraphys_bytes(build):
     prepared = _prepared(build())
     reference_input, fast_input = (onnx.ModelProto.FromString(prepared.SerializeToString()) for _ in range(2))

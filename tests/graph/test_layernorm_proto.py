@@ -2,7 +2,7 @@
 onnx-graphsurgeon round trip, byte for byte, and falls back to the round trip where it must.
 
 The wide differential check (built-in models, encoders, the wild corpus, mutated and fuzzed
-graphs) is bench/same_output_upgrade.py; these are the real graphs it covers that run in seconds.
+graphs) is bench/same_output.py --stage upgrade_opset; these are the real graphs it covers that run in seconds.
 """
 
 from __future__ import annotations
@@ -101,3 +101,18 @@ def test_shapes_after_fusion_are_those_of_a_fresh_inference(name):
     reference = value_info.infer_shapes(layernorm_fusion.fuse_layernorms(MODELS[name]())[0])
     result, _ = layernorm_fusion.fuse_layernorms_then_infer_shapes(MODELS[name]())
     assert result.SerializeToString() == reference.SerializeToString()
+
+
+def test_what_graphsurgeon_cannot_import_takes_the_round_trip():
+    """A string attribute that is not UTF-8 makes graphsurgeon's import raise: the ModelProto path must not
+    write a model for it (gs_export.check_node), the round trip then fails as it always did."""
+    model = graphs.layernorm_graph()
+    extra = helper.make_node("Identity", [model.graph.output[0].name], ["extra"], name="extra")
+    extra.attribute.add(name="note", type=onnx.AttributeProto.STRING, s=b"\xff\xfe")
+    model.graph.node.append(extra)
+    model.graph.output.append(helper.make_tensor_value_info("extra", TensorProto.FLOAT, None))
+    working, _ = layernorm_fusion._inferred_working_copy(model)
+    with pytest.raises(OutOfScope, match="UTF-8"):
+        layernorm_fusion._fuse_on_proto(model, working)
+    with pytest.raises(UnicodeDecodeError):
+        layernorm_fusion._fuse_with_graphsurgeon(model, working)

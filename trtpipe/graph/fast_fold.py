@@ -20,7 +20,8 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
 - the producers lose the folded outputs, `cleanup()` keeps what the graph
   outputs need, and the export lists nodes in order, initializers and
   value_info in first-use order (inputs, each node's inputs and outputs,
-  outputs), value infos rebuilt with `make_tensor_value_info` (fold_export.py);
+  outputs), nodes and value infos as graphsurgeon re-makes them (gs_export.py,
+  shared with the LayerNorm fusion);
 - shape inference as Polygraphy runs it after the pass, on a weightless copy
   (value_info.infer_shapes: same value_info and output types);
 - graphsurgeon's side effects on the input model are repeated: every tensor
@@ -31,16 +32,23 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
 Decision: anything outside what is reproduced here returns None and the
 caller runs Polygraphy's pass as before: model-local functions, sparse
 initializers, any node with a graph-valued or otherwise unusual attribute
-(If/Loop/Scan bodies, attribute references, empty lists, doc strings), a
-custom-domain node that graphsurgeon treats specially or that would fold, a
-domain missing from the opset imports, a Constant other than `value=tensor`,
-shape-tensor Cast elision candidates, duplicate producers or value infos,
+(If/Loop/Scan bodies, attribute references, empty lists, non-UTF-8 strings,
+attribute types graphsurgeon's importer skips: the node it evaluates would
+lack them), a custom-domain node that graphsurgeon treats specially or that
+would fold, a domain missing from the opset imports, a Constant other than
+`value=tensor`, shape-tensor Cast elision candidates, duplicate producers or
+value infos, an initializer also described by a value info or graph output,
 a graph output or input that is or becomes a constant, a foldable node with
 an omitted output or random values, a tensor over the size threshold, values
 on disk, non-tensor types, any irregularity where graphsurgeon's own code
-would raise, any ONNX Runtime failure, and (logged as a warning) any error of
-its own. tests/graph/test_fast_fold.py and bench/same_output_sanitize.py compare both
-paths byte for byte.
+would raise (gs_export.OutOfScope), any ONNX Runtime failure, and (logged as
+a warning) any error of its own.
+
+Decision: a kept node that graphsurgeon writes back re-made (a doc string, an
+explicitly empty name, an attribute with a doc string or without its value)
+is written re-made (gs_export.exported_node), not refused: the rule the
+LayerNorm fusion already used, now shared. tests/graph/test_fast_fold.py and
+bench/same_output.py compare both paths byte for byte.
 """
 
 from __future__ import annotations
@@ -54,14 +62,14 @@ from onnx import TensorProto, helper
 from trtpipe.graph import value_info
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold_check import CAST_ELISION_OPS, NEVER_FOLDED
-from trtpipe.graph.fold_export import (GS_SIZED_TYPES, OutOfScope, ValueInfos, check_node, exported_model,
-                                     repeat_side_effects, require, tensor_order)
+from trtpipe.graph.gs_export import (GS_SIZED_TYPES, VALUE_FIELDS, OutOfScope, ValueInfos, check_node,
+                                     exported_model, exported_node, repeat_side_effects, require, tensor_order)
 from trtpipe.graph.shape_folding import PLAIN_TYPES, ShapeFolding
 from trtpipe.graph.weights_on_disk import is_on_disk
 
 logger = logging.getLogger(__name__)
 
-# Switch for the differential check (bench/same_output_sanitize.py, tests): False runs Polygraphy's pass only.
+# Switch for the differential check (bench/same_output.py, tests): False runs Polygraphy's pass only.
 ENABLED = True
 
 # Op types graphsurgeon's folding looks at by name whatever their domain.
@@ -104,11 +112,9 @@ class _Fold(ShapeFolding):
             self.initializers[tensor.name] = tensor
         self.input_names = [value.name for value in graph.input if value.name not in self.initializers]
         self.output_names = [value.name for value in graph.output]
-        self.values = ValueInfos()  # graphsurgeon's Variable dtype/shape
-        inputs = [value for value in graph.input if value.name not in self.initializers]
-        for value in [*graph.value_info, *inputs, *graph.output]:
+        for value in [*graph.value_info, *graph.output]:
             require(value.name not in self.initializers, f"initializer {value.name!r} also described")
-            self.values.add(value)
+        self.values = ValueInfos(graph, self.initializers)  # graphsurgeon's Variable dtype/shape
         domains = {opset.domain for opset in model.opset_import}
         self.nodes = list(graph.node)
         self.ops, self.ins, self.outs, self.names = [], [], [], []
@@ -116,23 +122,23 @@ class _Fold(ShapeFolding):
         self.lowered: dict[str, onnx.NodeProto] = {}
         inputs_set = set(self.input_names)
         for index, node in enumerate(self.nodes):
+            op, outs = node.op_type, list(node.output)
             # A Constant is lowered and its node removed: only what the lowering reads is checked.
-            fields = _constant_fields(node) if node.op_type == "Constant" else check_node(node)
-            op, outs = fields["op_type"], list(fields.get("output", ()))
+            _check_constant(node) if op == "Constant" else _check_node(node)
             self.ops.append(op)
-            self.ins.append(list(fields.get("input", ())))
+            self.ins.append(list(node.input))
             self.outs.append(outs)
-            self.names.append(fields.get("name", ""))
-            if "domain" in fields:
-                require(fields["domain"] in domains, f"domain {fields['domain']!r} is not imported")
-                require(fields["domain"] in DEFAULT_DOMAINS or op not in GS_SPECIAL_OPS, f"custom-domain {op}")
+            self.names.append(node.name)
+            if node.HasField("domain"):
+                require(node.domain in domains, f"domain {node.domain!r} is not imported")
+                require(node.domain in DEFAULT_DOMAINS or op not in GS_SPECIAL_OPS, f"custom-domain {op}")
             for name in outs:
                 if name:
                     require(name not in self.producer and name not in self.initializers and name not in inputs_set,
                             f"tensor {name!r} has two producers")
                     self.producer[name] = index
             if op == "Constant":
-                self.lowered[_constant_output(node, fields)] = node
+                self.lowered[_constant_output(node)] = node
         outputs = self.output_names
         require(len(set(outputs)) == len(outputs), "duplicate graph outputs")
         require(not any(name in self.initializers or name in self.lowered or name in inputs_set for name in outputs),
@@ -191,7 +197,7 @@ class _Fold(ShapeFolding):
         if infer_shapes:
             # Decision: Polygraphy infers on the whole exported model; value_info.infer_shapes gives the same
             # value_info and output types from a weightless copy (shape inference reads no weight's values),
-            # without serialising the weights twice (bench/same_output_sanitize.py compares the bytes).
+            # without serialising the weights twice (bench/same_output.py compares the bytes).
             value_info.infer_shapes(model)
         return model
 
@@ -313,25 +319,32 @@ class _Fold(ShapeFolding):
         # Last, once nothing can be out of scope any more: the model as given then is graphsurgeon's.
         lowered = {name: self.lowered[name] for name in [*self.exported_lowered, *names] if name in self.lowered}
         repeat_side_effects([*self.exported_nodes, *kept_nodes], lowered)
-        return exported_model(self.model, kept_nodes, inputs, outputs, initializer, value_info)
+        return exported_model(self.model, [exported_node(node) for node in kept_nodes], inputs, outputs,
+                              initializer, value_info)
 
 
-def _constant_fields(node: onnx.NodeProto) -> dict:
+def _check_node(node: onnx.NodeProto) -> None:
+    """graphsurgeon imports and exports it (gs_export.check_node) and evaluates it as written: no attribute
+    of a type its importer skips (the node it would evaluate would lack it), no tensor attribute on disk."""
+    check_node(node)
+    for attribute in node.attribute:
+        require(attribute.type in VALUE_FIELDS, f"attribute {attribute.name!r} of {node.op_type}")
+        if attribute.type == onnx.AttributeProto.TENSOR:
+            require(not is_on_disk(attribute.t), "a tensor attribute on disk")
+
+
+def _check_constant(node: onnx.NodeProto) -> None:
     """What fast_fold reads of a Constant node graphsurgeon lowers (`value`, a tensor, not a reference)."""
     attributes = node.attribute
     require(len(attributes) == 1, "a Constant without exactly one attribute")
     value = attributes[0]
     require(value.name == "value" and value.type == onnx.AttributeProto.TENSOR and not value.ref_attr_name
             and not is_on_disk(value.t) and value.t.data_type in GS_SIZED_TYPES, "a Constant other than value=tensor")
-    fields = {"op_type": "Constant", "input": node.input, "output": node.output, "name": node.name}
-    if node.HasField("domain"):
-        fields["domain"] = node.domain
-    return fields
 
 
-def _constant_output(node: onnx.NodeProto, fields: dict) -> str:
-    require(fields.get("domain", "") in DEFAULT_DOMAINS, "a custom-domain Constant")
-    outputs = fields["output"]
+def _constant_output(node: onnx.NodeProto) -> str:
+    require(node.domain in DEFAULT_DOMAINS, "a custom-domain Constant")
+    outputs = node.output
     require(len(outputs) == 1 and outputs[0], "a Constant without exactly one output")
     return outputs[0]
 

@@ -13,7 +13,8 @@ Decisions (each answer is what onnx-graphsurgeon 0.6.1's importer gives):
   inputs of the same name); its shape is its dims, its dtype
   `get_onnx_tensor_dtype` of the TensorProto.
 - A variable's dtype and shape come from its first `value_info` entry, else its
-  graph input, else its graph output entry (the importer's order); none: None.
+  graph input, else its graph output entry (the importer's order, stated once in
+  `gs_export.ValueInfos`, which the export also writes from); none: None.
 - Producers and consumers are listed in node order, once per output/input slot.
 - An empty name (an omitted optional input/output) is a fresh tensor per use,
   as graphsurgeon's `Variable.empty()`: it never equals another.
@@ -29,6 +30,7 @@ import onnx
 from onnx import numpy_helper
 from onnx_graphsurgeon.importers.onnx_importer import get_onnx_tensor_dtype, get_onnx_tensor_shape
 
+from trtpipe.graph.gs_export import ValueInfos
 from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
 
 
@@ -169,10 +171,7 @@ class ProtoGraph:
         self.initializers: dict[str, onnx.TensorProto] = {}
         for tensor in graph.initializer:
             self.initializers.setdefault(tensor.name, tensor)
-        self._value_info = {}
-        for entries in (graph.value_info, graph.input, graph.output):  # the importer's precedence
-            for value in entries:
-                self._value_info.setdefault(value.name, value)
+        self._value_info = ValueInfos(graph, self.initializers)  # the importer's precedence
         self.producers: dict[str, list[int]] = {}
         self.consumers: dict[str, list[int]] = {}
         self.by_op: dict[str, list[int]] = {}
@@ -211,7 +210,7 @@ class ProtoGraph:
         return empty
 
     def type_source(self, name: str) -> onnx.ValueInfoProto | None:
-        return self._value_info.get(name)
+        return self._value_info.source(name)
 
 
 _SKIPPED = object()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, numpy_helper
 
-from trtpipe.graph.fold_export import require
+from trtpipe.graph.gs_export import require
 from trtpipe.graph.weights_on_disk import is_on_disk
 
 # Element types whose values are read or written here (ONNX Runtime results), with graphsurgeon's itemsize.
