@@ -40,9 +40,12 @@ def done_when_rows(results: list[dict]) -> list[dict]:
     for r in results:
         ours, theirs = r["trtpipe"], r["autocast_defaults"]
         row = {"model": r["model"]}
-        if ours.get("status") != "ok" or theirs.get("status") != "ok":
-            row.update(verdict="n/a", why=f"AutoCast defaults {theirs.get('status')}"
-                       if ours.get("status") == "ok" else f"trtpipe {ours.get('status')}")
+        if ours.get("status") != "ok":  # trtpipe failing on a model is a failure, never "n/a"
+            row.update(verdict="FAIL", why=f"trtpipe {ours.get('status')}", casts_ok=False, worse=[])
+            rows.append(row)
+            continue
+        if theirs.get("status") != "ok":
+            row.update(verdict="n/a", why=f"AutoCast defaults {theirs.get('status')}")
             rows.append(row)
             continue
         allowance = r["kept_float_io"] or []
@@ -59,14 +62,14 @@ def done_when_rows(results: list[dict]) -> list[dict]:
 
 
 def print_done_when(results: list[dict]) -> bool:
-    """Print the per-model lines; True when no model FAILs."""
+    """Print the per-model lines; True when no model FAILs and at least one was compared."""
     rows = done_when_rows(results)
     print("\nIssue 16 \"done when\", per model: trtpipe's default recipe vs AutoCast's defaults, same raw export")
     print("  Casts: trtpipe writes <= AutoCast defaults' Casts + kept float I/O (inputs/outputs trtpipe keeps in")
     print("  their type and AutoCast turns FP16); accuracy: no output worse (paired rel_l2, sign-test 95% interval)")
     for row in rows:
-        if row["verdict"] == "n/a":
-            print(f"  {row['model']:<16} n/a ({row['why']})")
+        if "why" in row:
+            print(f"  {row['model']:<16} {row['verdict']} ({row['why']})")
             continue
         authored = f" ({row['authored']} of the raw export)" if row["authored"] else ""
         casts = (f"Casts {row['written']}{authored} {'<=' if row['casts_ok'] else '>'} "
@@ -75,7 +78,15 @@ def print_done_when(results: list[dict]) -> bool:
                              for name, v in row["accuracy"].items())
         print(f"  {row['model']:<16} {casts:<38} | FP16 FLOPs {row['fp16_flops']} | {accuracy}")
     for row in rows:
-        if row["verdict"] != "n/a":
-            problems = ([] if row["casts_ok"] else ["more Casts"]) + [f"{name} less accurate" for name in row["worse"]]
+        if "why" not in row:
+            problems = ([] if row["casts_ok"] else ["more Casts"]) + [
+                f"{name} less accurate" + (f" (non-finite on {row['accuracy'][name].broken} inputs where AutoCast "
+                                           "is finite)" if row["accuracy"][name].broken else "")
+                for name in row["worse"]]
             print(f"  {row['model']:<16} {row['verdict']}" + (f": {', '.join(problems)}" if problems else ""))
+    compared = [row for row in rows if row["verdict"] != "n/a"]
+    if not compared:
+        # Decision: nothing compared is not a pass (AutoCast unavailable or failing everywhere).
+        print("  no model was compared with AutoCast's defaults: the done-when is not shown, not passed")
+        return False
     return all(row["verdict"] != "FAIL" for row in rows)

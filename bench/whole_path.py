@@ -39,18 +39,35 @@ from bench.cases import encoder_case, prepare_case
 from bench.converters import load_save
 
 LAYERS = (24, 48, 96)
+WIDE_LAYERS = (12, 24)  # with --hidden 768: 0.34 and 0.68 GB
+PROTOBUF_LIMIT = 2**31
+
+
+def _estimated_bytes(layers: int, hidden: int | None) -> int:
+    """FP32 weight bytes of a BERT-like encoder: 12·h² per layer (attention 4h², FFN 8h²)."""
+    width = hidden or 64
+    return 4 * 12 * width * width * layers
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--layers", type=int, nargs="*", default=list(LAYERS))
+    parser.add_argument("--layers", type=int, nargs="*", default=None,
+                        help=f"encoder depths (default {' '.join(map(str, LAYERS))}; "
+                             f"with --hidden: {' '.join(map(str, WIDE_LAYERS))})")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hidden", type=int, default=None,
                         help="encoder width (default: the built-in model's 64; 768 is BERT-base)")
     args = parser.parse_args(argv)
+    layers_asked = args.layers or list(WIDE_LAYERS if args.hidden else LAYERS)
+    too_large = [n for n in layers_asked if _estimated_bytes(n, args.hidden) >= PROTOBUF_LIMIT]
+    if too_large:
+        # Decision: refused before anything runs, not after the smaller depths were measured:
+        # onnx.save of a model over 2 GiB fails (protobuf's limit) and the rows print only at the end.
+        parser.error(f"--layers {' '.join(map(str, too_large))} at --hidden {args.hidden} would be over 2 GiB "
+                     "(protobuf's limit for one file); bench.scale measures models that large")
     rows = []
     with tempfile.TemporaryDirectory(prefix="trtpipe-whole-path-") as tmp:
-        for layers in args.layers:
+        for layers in layers_asked:
             case = encoder_case(layers, args.hidden)
             prepared = prepare_case(case, Path(tmp) / case.name)
             rows.append(_measure(prepared, Path(tmp) / case.name, args.repeat))

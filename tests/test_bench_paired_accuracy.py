@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.done_when import done_when_rows
+from bench.done_when import done_when_rows, print_done_when
 from bench.output_facts import kept_float_io, reference_outputs, sample_metrics
 from bench.paired_accuracy import BETTER, SAME, WORSE, paired_ratios, paired_verdict, sign_test_interval
 
@@ -41,8 +41,24 @@ def test_sign_test_interval_covers_the_median_as_often_as_it_says():
     assert covered / trials >= 0.94
 
 
-def test_too_few_samples_give_the_whole_range():
-    assert sign_test_interval(np.array([3.0, 1.0, 2.0])) == (1.0, 3.0, 1.0)
+def test_too_few_samples_give_the_whole_range_with_its_true_coverage():
+    # [min, max] of 3 values misses the median when all 3 fall on one side: 2 * 1/8.
+    assert sign_test_interval(np.array([3.0, 1.0, 2.0])) == (1.0, 3.0, 0.75)
+
+
+def test_a_minority_of_broken_samples_is_worse_whatever_the_median():
+    """Review: 20 of 64 samples inf for trtpipe only, 44 slightly better, read 'better'."""
+    verdict = paired_verdict(np.r_[np.full(20, np.inf), np.full(44, 0.9)], np.ones(64))
+    assert (verdict.verdict, verdict.broken) == (WORSE, 20)
+
+
+def test_losses_among_many_ties_are_worse():
+    """Review: 40 bit-identical samples and 24 losses at ratio 2 read 'same within noise'."""
+    ours = np.r_[np.ones(40), np.full(24, 2.0)]
+    verdict = paired_verdict(ours, np.ones(64))
+    assert (verdict.ties, verdict.losses, verdict.verdict) == (40, 24, WORSE)
+    assert paired_verdict(np.ones(64), ours).verdict == BETTER
+    assert paired_verdict(np.r_[np.ones(62), 2.0, 0.5], np.ones(64)).verdict == SAME
 
 
 def test_identical_errors_are_the_same():
@@ -146,3 +162,15 @@ def test_done_when_fails_a_systematically_less_accurate_output_and_skips_missing
     skipped = _result(2, 2, 4, [], list(errors), list(errors))
     skipped["autocast_defaults"] = {"status": "skipped (> 24 layers)"}
     assert done_when_rows([skipped])[0]["verdict"] == "n/a"
+
+
+def test_a_run_that_compared_nothing_or_where_trtpipe_failed_does_not_pass(capsys):
+    errors = list(np.linspace(1e-4, 2e-4, 16))
+    skipped = _result(2, 2, 4, [], errors, errors)
+    skipped["autocast_defaults"] = {"status": "unavailable (modelopt not installed)"}
+    assert print_done_when([skipped]) is False
+    failed = _result(2, 2, 4, [], errors, errors)
+    failed["trtpipe"] = {"status": "failed (UserError: ...)"}
+    assert done_when_rows([failed])[0]["verdict"] == "FAIL"
+    assert print_done_when([failed, _result(2, 2, 4, [], errors, errors)]) is False
+    assert "m                FAIL (trtpipe failed" in capsys.readouterr().out

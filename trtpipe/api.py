@@ -142,7 +142,10 @@ def _execute(cfg, run_dir: Path, start_dir: Path, overrides: list[str], before) 
 
     try:
         check_config(cfg, overrides)
-        inherit_search_tolerances(cfg)  # a bound set for the search alone keeps validate's others
+        inherited = inherit_search_tolerances(cfg)  # a bound set for the search alone keeps validate's others
+        if inherited:
+            log.debug("precision search: %s taken from validate (not set for the search)",
+                      ", ".join(key.rsplit(".", 1)[-1] for key in inherited))
         warn_ignored_settings(cfg, overrides)  # settings of a stage not in `stages`: one warning line
         outcome = run_pipeline(cfg, run_dir, start_dir, overrides)
     except UserError:

@@ -1,8 +1,8 @@
 """A bound set for the search alone keeps validate's other bounds (config/search_inherit.py).
 
 Before: `++precision.search.tolerance.rel_l2=0.05` replaced the interpolation
-`${validate.tolerance}` by `{rel_l2: 0.05}`, and the search dropped cosine_min,
-psnr_min and every other bound the validation applies.
+`${validate.tolerance}` by `{rel_l2: 0.05}`, and the search judged every other
+bound by the built-in value instead of validate's (the recipe's cosine_min 0.9999).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def test_a_partial_search_tolerance_inherits_the_rest_from_validate():
     filled = inherit_search_tolerances(cfg)
     tolerance = dict(cfg.precision.search.tolerance)
     assert tolerance["rel_l2"] == 0.05  # the user's bound wins
-    assert tolerance["psnr_min"] is None  # null switches a bound off for the search alone
+    assert tolerance["psnr_min"] is None  # set by the user (null: the built-in bound, as in validate)
     assert tolerance["cosine_min"] == cfg.validate.tolerance.cosine_min == 0.9999  # inherited
     assert set(tolerance) == set(cfg.validate.tolerance)
     assert "precision.search.tolerance.cosine_min" in filled and "precision.search.tolerance.rel_l2" not in filled

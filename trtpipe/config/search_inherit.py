@@ -4,15 +4,18 @@
 `precision.search.outputs` to `${validate.outputs}`): the search judges plans by
 the bounds the validation will apply. Setting one bound for the search alone,
 `++precision.search.tolerance.rel_l2=0.05`, replaces that interpolation by a
-mapping holding only `rel_l2`, so the search silently dropped every other bound
-(`cosine_min`, `psnr_min`, ...) and could choose a plan the validation fails.
+mapping holding only `rel_l2`, so the search fell back to the built-in bounds
+for every other key instead of validate's (the transformer recipe's
+`cosine_min: 0.9999` became 0.999): it could choose a plan the validation then
+fails.
 
 Decisions:
 - Keys the user's mapping lacks are filled with the resolved values of the same
   `validate` keys (copies, not interpolations: output names such as `logits:0`
   or `y/fp16` cannot be written in an interpolation path), so the manifest
-  records the bounds the search used. A key set to null stays null: that is how
-  a bound is switched off for the search alone.
+  records the bounds the search used. A key the user sets, null included, is
+  kept: null means what it means in validate.tolerance (the built-in bound).
+- The keys filled are logged at DEBUG (the run's `trtpipe.log`), so the decision is on record.
 - `search.outputs` likewise: an output named only in `validate.outputs` is
   inherited whole, and an output named in both inherits the keys it lacks.
 - Applied to the composed config before anything runs (api._execute), after the
