@@ -85,6 +85,10 @@ def test_mixed_precision_plan_writes_at_most_six_casts_and_keeps_the_authors_fp3
         assert entry["name"] not in kept_names and entry["reason"]
         if entry["authored"]:
             assert entries[entry["name"]]["reason"].startswith("Cast: removed")
+    # The totals count the written model's nodes: a removed authored Cast is not "kept as authored".
+    counts = plan["totals"]["nodes"]
+    assert counts["removed"] == removed["authored"]
+    assert sum(counts.values()) - counts["removed"] + plan["totals"]["casts_added"] == len(result.graph.node)
     # The author's FP32 islands stay FP32: every node planned "authored" still computes in its source types.
     types_before, types_after = _types(source), _types(result)
     authored = [n["name"] for n in plan["nodes"] if n["source"] == "authored" and n["op_type"] != "Cast"]
@@ -310,3 +314,46 @@ def _types(model: onnx.ModelProto) -> dict[str, int]:
 
 def _node(model: onnx.ModelProto, name: str) -> onnx.NodeProto:
     return next(node for node in model.graph.node if node.name == name)
+
+
+def _branch(name: str, first: int, middle: int, back: int, prefix: str) -> onnx.GraphProto:
+    nodes = [helper.make_node("Cast", ["xo"], [prefix + "t"], f"{prefix}c0", to=first),
+             helper.make_node("Cast", [prefix + "t"], [prefix + "m"], f"{prefix}c1", to=middle),
+             helper.make_node("Cast", [prefix + "m"], [prefix + "y"], f"{prefix}c2", to=back),
+             helper.make_node("Identity", [prefix + "y"], [prefix + "o"], f"{prefix}id")]
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(prefix + "o", back, [2])])
+
+
+def test_each_body_is_judged_by_its_own_types_however_many_bodies():
+    """Review: types were cached by id(body); a freed body's id is reused by the next, which then
+    read another body's types: 6 of 160 round trips were removed in 40 Ifs, and a name reused
+    across branches (t: fp32 -> fp64 -> fp16 read as an fp16 round trip) broke the model."""
+    nodes = []
+    for i in range(40):
+        nodes.append(helper.make_node(
+            "If", ["c"], [f"out{i}"], f"if{i}",
+            then_branch=_branch(f"then{i}", TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.FLOAT16, f"a{i}_"),
+            else_branch=_branch(f"else{i}", TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.FLOAT16, f"b{i}_")))
+    graph = helper.make_graph(nodes, "main", [value("c", [], TensorProto.BOOL), value("xo", [2])],
+                              [value(f"out{i}", [2], TensorProto.FLOAT16) for i in range(40)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert len(remove_redundant_casts(model)) == 160  # c1 dead and c2 bypassed, in each of the 80 bodies
+
+    shared = []  # the same tensor name t in every then-branch, of different types: not a round trip in the odd ones
+    for i in range(6):
+        first, middle = (TensorProto.FLOAT16, TensorProto.FLOAT) if i % 2 == 0 else (TensorProto.FLOAT, TensorProto.DOUBLE)
+        shared.append(helper.make_node(
+            "If", ["c"], [f"out{i}"], f"if{i}",
+            then_branch=_branch(f"then{i}", first, middle, TensorProto.FLOAT16, ""),
+            else_branch=_branch(f"else{i}", TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.FLOAT16, f"e{i}_")))
+    graph = helper.make_graph(shared, "main", [value("c", [], TensorProto.BOOL), value("xo", [2])],
+                              [value(f"out{i}", [2], TensorProto.FLOAT16) for i in range(6)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    before = copy.deepcopy(model)
+    remove_redundant_casts(model)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"c": np.array(True), "xo": np.array([1.1, 1e6], dtype=np.float32)}
+    expected = onnxruntime.InferenceSession(before.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for want, have in zip(expected, got):
+        np.testing.assert_array_equal(want, have)

@@ -81,38 +81,49 @@ def remove_redundant_casts(model: onnx.ModelProto) -> list[dict]:
     """Apply both rewrites to `model` in place, every graph included; returns one entry per removed
     Cast: {name, graph, reason} (`graph` is the name of the graph or body it was in)."""
     removed: list[dict] = []
-    _simplify(model.graph, [], _ElementTypes(), removed)
+    _simplify(model.graph, [], removed)
     return removed
 
 
-class _ElementTypes:
-    """The element type of a tensor as its graph or an enclosing one records it (input, output,
-    value_info, initializer, a Cast's target); None when none does. Read from a graph only when a
-    Cast there first reads a Cast."""
+class _Scope:
+    """One graph of the walk and, read on first use, the element type of each tensor it records
+    (input, output, value_info, initializer, a Cast's target). Read only when a Cast there first
+    reads a Cast.
 
-    def __init__(self) -> None:
-        self._tables: dict[int, dict[str, int]] = {}
+    Decision: the table lives on the scope object, which holds its graph, rather than in a cache
+    keyed by `id(graph)`: a body's protobuf wrapper is freed after its walk and the next body's
+    often gets the same id, which read another body's types (review: a tensor name reused across
+    If branches was judged an exact round trip and the result failed ONNX Runtime)."""
 
-    def of(self, name: str, scopes: list[onnx.GraphProto]) -> int | None:
-        for graph in reversed(scopes):
-            table = self._tables.get(id(graph))
-            if table is None:
-                table = self._tables[id(graph)] = _element_types(graph)
-            if name in table:
-                return table[name]
-        return None
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.graph = graph
+        self._types: dict[str, int] | None = None
+
+    def types(self) -> dict[str, int]:
+        if self._types is None:
+            self._types = _element_types(self.graph)
+        return self._types
 
 
-def _simplify(graph: onnx.GraphProto, enclosing: list, types: _ElementTypes, removed: list[dict]) -> None:
+def _element_type(name: str, scopes: list[_Scope]) -> int | None:
+    """`name`'s element type as the innermost scope recording it says; None when none does."""
+    for scope in reversed(scopes):
+        table = scope.types()
+        if name in table:
+            return table[name]
+    return None
+
+
+def _simplify(graph: onnx.GraphProto, enclosing: list[_Scope], removed: list[dict]) -> None:
     """Both rewrites on `graph`, then on its bodies; appends the removed Casts in graph order."""
-    scopes = [*enclosing, graph]
+    scopes = [*enclosing, _Scope(graph)]
     nodes = list(graph.node)
     with_bodies = [node for node in nodes if _has_body(node)]
     cast_at = {node.output[0]: position for position, node in enumerate(nodes) if _is_cast(node)}
     if cast_at:
         outputs = {value.name for value in graph.output}
         body_reads = {name for node in with_bodies for name in outer_names_read_by_subgraphs(node)}
-        reasons = _bypass_round_trips(nodes, cast_at, outputs | body_reads, lambda name: types.of(name, scopes))
+        reasons = _bypass_round_trips(nodes, cast_at, outputs | body_reads, lambda name: _element_type(name, scopes))
         reasons.update(_dead_casts(nodes, cast_at, outputs, body_reads, reasons))
         if reasons:
             _remove(graph, nodes, reasons)
@@ -121,7 +132,7 @@ def _simplify(graph: onnx.GraphProto, enclosing: list, types: _ElementTypes, rem
     for node in with_bodies:
         for attribute in node.attribute:
             for body in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
-                _simplify(body, scopes, types, removed)
+                _simplify(body, scopes, removed)
 
 
 def _remove(graph: onnx.GraphProto, nodes: list, positions: dict[int, str]) -> None:
@@ -222,13 +233,19 @@ def forget_removed_casts(report: dict, removed: list[dict]) -> None:
 
 def record_removals(document: dict, removed: list[dict]) -> None:
     """`redundant_casts` in the plan: how many Casts went, which and why (`authored`: the model
-    the stage read had it); a removed authored Cast's node entry says so instead of "kept"."""
+    the stage read had it); a removed authored Cast's node entry says so instead of "kept", and
+    it moves from its precision's count to `totals.nodes.removed`."""
     entries = {entry["name"]: entry for entry in document["nodes"]}
     casts = []
     for cast in removed:
         authored = cast["name"] in entries
         casts.append({**cast, "authored": authored})
         if authored:
-            entries[cast["name"]]["reason"] = f"Cast: removed ({cast['reason']})"
+            entry = entries[cast["name"]]
+            entry["reason"] = f"Cast: removed ({cast['reason']})"
+            # The totals count nodes of the written model: a removed Cast is no longer "kept as authored".
+            counts = document["totals"]["nodes"]
+            counts[entry["precision"]] -= 1
+            counts["removed"] = counts.get("removed", 0) + 1
     document["redundant_casts"] = {"count": len(casts), "authored": sum(c["authored"] for c in casts),
                                    "casts": casts}

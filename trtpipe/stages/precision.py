@@ -34,7 +34,9 @@ class PlanPrecision(Stage):
     # 17: the plan's `fewest_casts.moved` in network order (was the process's string-hash order)
     # 18: the cheap arithmetic computing the input of an FP32 LayerNorm/RMSNorm group joins FP32
     #     ("normalization input", precision/group_inputs.py)
-    version = "18"
+    # 19: redundant Casts judged per body by that body's own types (an id()-keyed cache read another
+    #     body's); a removed authored Cast counted under totals.nodes.removed, not "kept as authored"
+    version = "19"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
