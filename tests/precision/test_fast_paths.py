@@ -72,15 +72,16 @@ def test_cached_node_types_equal_the_uncached_rules(name):
     model = prepared(name)
     name_nodes_as_parser_does(model)
     types, opsets = authored_element_types(model), opset_versions(model)
-    node_types._DECIDED.clear()
+    decided: dict = {}
     for precision in VALID_PRECISIONS:
         for node in model.graph.node:
-            cached = node_types.decide_node_types(node, precision, types, opsets)
-            again = node_types.decide_node_types(node, precision, types, opsets)  # a hit
+            cached = node_types.decide_node_types(node, precision, types, opsets, decided)
+            again = node_types.decide_node_types(node, precision, types, opsets, decided)  # a hit
             plain = node_types._decide_node_types(node, precision, types, opsets)
             assert cached == plain and again == plain, (node.name, precision)
             cached.inputs.append(None)  # each caller's own lists: editing one changes no other
-            assert node_types.decide_node_types(node, precision, types, opsets) == plain
+            assert node_types.decide_node_types(node, precision, types, opsets, decided) == plain
+    assert len(decided) < len(model.graph.node) * len(VALID_PRECISIONS)  # hits happened
 
 
 def test_batched_map_equals_map_in_order():

@@ -117,8 +117,9 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
     index = index_graph(graph)
     node_names = [node.name for node in graph.node]
     precisions = [node_precision[name] for name in node_names]
+    by_key: dict = {}  # node types decided once per distinct key within this graph (node_types.py)
     decided = [
-        decide_node_types(node, precision, types, opsets) for node, precision in zip(graph.node, precisions)
+        decide_node_types(node, precision, types, opsets, by_key) for node, precision in zip(graph.node, precisions)
     ]
     report["if_outputs_retyped"] += retype_if_outputs(graph, decided, node_precision, types, opsets)
     body_needs = body_demands(graph, node_precision, types, opsets) if index.implicit else None

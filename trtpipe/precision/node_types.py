@@ -90,27 +90,29 @@ class NodeTypes:
 
 
 def decide_node_types(
-    node: onnx.NodeProto, precision: str, types: dict[str, int], opsets: dict[str, int]
+    node: onnx.NodeProto, precision: str, types: dict[str, int], opsets: dict[str, int],
+    decided: dict[tuple, NodeTypes] | None = None,
 ) -> NodeTypes:
     """The types `node` reads and produces under `precision` (see module docstring).
 
-    Decision: decided once per distinct key (a 4,000-node encoder has a few dozen). Every rule
-    below reads the node only through its op type, domain, whether it has a body, and per input
-    and output whether the name is empty and its type in `types`; with the precision and the
-    domain's opset that is the key, so a hit is the same result. Each caller gets its own lists.
+    Decision: with `decided` (a dict the caller owns for one pass over a graph), decided once
+    per distinct key (a 4,000-node encoder has a few dozen). Every rule below reads the node
+    only through its op type, domain, whether it has a body, and per input and output whether
+    the name is empty and its type in `types`; with the precision and the domain's opset that
+    is the key, so a hit is the same result. Each caller gets its own lists. The cache is the
+    caller's, not the module's: no state outlives the pass.
     """
+    if decided is None:
+        return _decide_node_types(node, precision, types, opsets)
     key = (precision, node.domain, node.op_type, opsets.get(node.domain),
            any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute),
            tuple((bool(name), types.get(name)) for name in node.input),
            tuple((bool(name), types.get(name)) for name in node.output))
-    found = _DECIDED.get(key)
+    found = decided.get(key)
     if found is None:
-        found = _DECIDED[key] = _decide_node_types(node, precision, types, opsets)
+        found = decided[key] = _decide_node_types(node, precision, types, opsets)
     return NodeTypes(list(found.inputs), list(found.outputs), found.target, list(found.not_applied))
 
-
-# decide_node_types' key -> its result (the types of the schema rules; bounded by the op and type combinations seen).
-_DECIDED: dict[tuple, NodeTypes] = {}
 
 
 def _decide_node_types(
