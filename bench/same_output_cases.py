@@ -66,6 +66,7 @@ def layernorm_forms() -> list[tuple[str, object]]:
 
 
 def shuffled(model, seed: int):
+    """The same graph with its nodes in a random (unsorted) order (also used by tests/graph)."""
     import numpy as np
     import onnx
 

@@ -8,6 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from bench.same_output_cases import shuffled
 from tests.graph import graphs
 from trtpipe.graph import sanitize as sanitize_module
 from trtpipe.graph.gs_order import cleaned_and_sorted
@@ -16,15 +17,6 @@ from trtpipe.graph.sanitize import _cleanup_and_sort, sanitize_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
 from trtpipe.numerics.inputs import generate_inputs
 
-
-def _shuffled(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
-    """The same graph with its nodes in a random (unsorted) order."""
-    shuffled = onnx.ModelProto()
-    shuffled.CopyFrom(model)
-    order = np.random.default_rng(seed).permutation(len(model.graph.node))
-    del shuffled.graph.node[:]
-    shuffled.graph.node.extend(model.graph.node[int(i)] for i in order)
-    return shuffled
 
 
 def _diamond_with_dead_branch() -> onnx.ModelProto:
@@ -43,10 +35,10 @@ def _diamond_with_dead_branch() -> onnx.ModelProto:
 
 MODELS = {
     "transformer": lambda: builtin_model("transformer"),
-    "t5-shuffled": lambda: _shuffled(builtin_model("t5"), 0),
-    "gpt2-shuffled": lambda: _shuffled(builtin_model("gpt2"), 1),
+    "t5-shuffled": lambda: shuffled(builtin_model("t5"), 0),
+    "gpt2-shuffled": lambda: shuffled(builtin_model("gpt2"), 1),
     "foldable-shuffled": lambda: graphs.foldable_graph(shuffled=True),
-    "diamond-dead-shuffled": lambda: _shuffled(_diamond_with_dead_branch(), 2),
+    "diamond-dead-shuffled": lambda: shuffled(_diamond_with_dead_branch(), 2),
 }
 
 

@@ -12,6 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from bench.same_output_cases import shuffled
 from tests.graph import graphs
 from tests.graph.layernorm_forms import layernorm_form
 from trtpipe.graph import layernorm_fusion, value_info
@@ -19,14 +20,6 @@ from trtpipe.graph.gs_export import OutOfScope
 from trtpipe.graph.opset import convert_opset
 from trtpipe.models import builtin_model
 
-
-def _shuffled(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
-    shuffled = onnx.ModelProto()
-    shuffled.CopyFrom(model)
-    order = np.random.default_rng(seed).permutation(len(model.graph.node))
-    del shuffled.graph.node[:]
-    shuffled.graph.node.extend(model.graph.node[int(i)] for i in order)
-    return shuffled
 
 
 def _unusual_fields() -> onnx.ModelProto:
@@ -48,7 +41,7 @@ def _unusual_fields() -> onnx.ModelProto:
 
 
 MODELS = {
-    "transformer-shuffled": lambda: _shuffled(convert_opset(builtin_model("transformer"), 17), 0),
+    "transformer-shuffled": lambda: shuffled(convert_opset(builtin_model("transformer"), 17), 0),
     "t5": lambda: convert_opset(builtin_model("t5"), 17),  # RMSNorm: not a LayerNorm, nothing fused
     "nafnet": lambda: builtin_model("nafnet"),  # LayerNorm2d over channels: refused
     "jax2tf-dynamic": lambda: layernorm_form("jax2tf", "reciprocal_gamma", dynamic=1),

@@ -48,7 +48,6 @@ from trtpipe.graph.layernorm_proto import candidates, matchable_graph, rewritten
 from trtpipe.graph.layernorm_rule import ANCHOR, FUSED_OP, PATTERNS, check, rewrite, trailing_axes
 from trtpipe.graph.opset import default_opset
 from trtpipe.graph.pattern import Match, match
-from trtpipe.graph.subgraphs import all_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +74,7 @@ def fuse_layernorms_then_infer_shapes(model: onnx.ModelProto) -> tuple[onnx.Mode
     fused, report, inferred_copy = _fuse(model)
     if fused is not model:
         return value_info.infer_shapes(fused), report
-    for graph, result in zip(all_graphs(model.graph), all_graphs(inferred_copy.graph)):
-        del graph.value_info[:]
-        graph.value_info.extend(result.value_info)
-        for output, typed in zip(graph.output, result.output):
-            output.type.CopyFrom(typed.type)
+    value_info.copy_inferred(inferred_copy, model)
     return model, report
 
 

@@ -113,12 +113,18 @@ def infer_shapes_keeping_weightless(model: onnx.ModelProto) -> tuple[onnx.ModelP
     inferred = polygraphy_infer_shapes(weightless, error_ok=True, allow_onnxruntime=False)
     targets = (model,) if inferred is weightless else (model, weightless)
     for target in targets:
-        for graph, result in zip(all_graphs(target.graph), all_graphs(inferred.graph)):
-            del graph.value_info[:]
-            graph.value_info.extend(result.value_info)
-            for output, typed in zip(graph.output, result.output):
-                output.type.CopyFrom(typed.type)
+        copy_inferred(inferred, target)
     return model, weightless
+
+
+def copy_inferred(inferred: onnx.ModelProto, target: onnx.ModelProto) -> None:
+    """`inferred`'s value_info and output types, graph by graph (bodies too), onto `target`, a model
+    with the same graphs (e.g. the one inference ran on a weightless copy of)."""
+    for graph, result in zip(all_graphs(target.graph), all_graphs(inferred.graph)):
+        del graph.value_info[:]
+        graph.value_info.extend(result.value_info)
+        for output, typed in zip(graph.output, result.output):
+            output.type.CopyFrom(typed.type)
 
 
 def inferred_copy(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -48,7 +48,7 @@ def infer_tensor_types(model: onnx.ModelProto, inferred: onnx.ModelProto | None 
     inferred = inferred_copy(model) if inferred is None else inferred
     types: dict[str, int] = {}
     for graph in all_graphs(inferred.graph):
-        _collect_declared(graph, types)
+        collect_declared(graph, types)
     result = TensorTypes(types)
     opsets = {entry.domain or "": entry.version for entry in model.opset_import}
     for graph in all_graphs(inferred.graph):
@@ -58,7 +58,9 @@ def infer_tensor_types(model: onnx.ModelProto, inferred: onnx.ModelProto | None 
 
 
 
-def _collect_declared(graph: onnx.GraphProto, types: dict[str, int]) -> None:
+def collect_declared(graph: onnx.GraphProto, types: dict[str, int]) -> None:
+    """Into `types`: the element types `graph` itself records (inputs, outputs, value_info,
+    initializers, sparse initializers, Constant values)."""
     for value in [*graph.input, *graph.output, *graph.value_info]:
         if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
             types[value.name] = value.type.tensor_type.elem_type

@@ -51,6 +51,7 @@ from onnx import TensorProto
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.precision.element_types import is_lossless, short_name
 from trtpipe.precision.graph_index import outer_names_read_by_subgraphs
+from trtpipe.numerics.tensor_types import collect_declared
 
 # Significand bits (implicit bit included) of the float types an integer may pass through.
 _SIGNIFICAND_BITS = {TensorProto.FLOAT16: 11, TensorProto.BFLOAT16: 8, TensorProto.FLOAT: 24, TensorProto.DOUBLE: 53}
@@ -204,11 +205,7 @@ def _has_body(node: onnx.NodeProto) -> bool:
 
 def _element_types(graph: onnx.GraphProto) -> dict[str, int]:
     types: dict[str, int] = {}
-    for value in [*graph.input, *graph.value_info, *graph.output]:
-        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
-            types[value.name] = value.type.tensor_type.elem_type
-    for tensor in graph.initializer:
-        types[tensor.name] = tensor.data_type
+    collect_declared(graph, types)
     for node in graph.node:
         if _is_cast(node) and _target(node) is not None:
             types[node.output[0]] = _target(node)
