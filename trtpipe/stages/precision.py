@@ -34,7 +34,9 @@ class PlanPrecision(Stage):
     # 17: the plan's `fewest_casts.moved` in network order (was the process's string-hash order)
     # 18: the cheap arithmetic computing the input of an FP32 LayerNorm/RMSNorm group joins FP32
     #     ("normalization input", precision/group_inputs.py)
-    version = "18"
+    # 19: ... decided after the user rules (a region follows its group's final FP32-ness), walked through
+    #     shape-only nodes and nodes already FP32; reasons in the planned type's rounding, per node
+    version = "19"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
