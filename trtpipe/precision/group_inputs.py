@@ -23,7 +23,8 @@ through `ARITHMETIC` nodes (Add/Sub/Mul/Div) and `SHAPE_ONLY` ones (Reshape,
 Transpose, ...: exporters permute around norms), bounded by every other node
 (heavy nodes, other groups, reductions) and by nodes a user rule or the author
 set to low precision. Nodes already FP32 (the range rule: a stream beyond
-max_abs) are walked through, not stopped at: the Muls next to an FP32 Add join. In a residual network that region is the running sum, its Adds and the
+max_abs) are walked through, not stopped at: the Muls next to an FP32 Add
+join. In a residual network that region is the running sum, its Adds and the
 per-channel scales of the branches added to it (NAFNet's `x * beta`): computed
 once in FP32 and rounded where heavy FP16 nodes read it, instead of rounded after
 every Add. Emulated on NAFNet (64 held-out inputs, paired against ModelOpt
