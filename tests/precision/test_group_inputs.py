@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.precision.models import precision_config
@@ -84,7 +85,10 @@ def test_the_running_sum_an_fp32_layernorm_reads_is_computed_fp32_and_the_error_
     assert all(decisions[f"ln{b}"].precision == "fp32" for b in range(BLOCKS))
     joined = {n for n, d in decisions.items() if d.reason.startswith("normalization input")}
     assert joined == REGION, joined
-    assert "2^-11 * sqrt(E[x^2]/Var)" in decisions["add0"].reason and "ln0" in decisions["add0"].reason
+    # Each node names the group and tensor it serves: add0 computes s1, which ln1 reads.
+    assert "2^-11 * sqrt(E[x^2]/Var)" in decisions["add0"].reason
+    assert "computes s1, read by the FP32 LayerNormalization ln1" in decisions["add0"].reason
+    assert "computes s0, read by the FP32 LayerNormalization ln0" in decisions["bias"].reason
     # No heavy node moved: the FP16 FLOP share is what it was.
     assert all(decisions[n].precision == "fp16" for n in ("mm_in", "mm0", "mm1"))
     mixed, report = _materialised(model, decisions)
@@ -134,7 +138,10 @@ def test_a_user_rule_wins_over_the_region():
                               rules={"keep_add": {"match": "exact", "pattern": "add0", "precision": "fp16"}})
     decisions, _ = plan_precision(net, config, _feeds(100.0, seed=1, count=2))
     assert decisions["add0"].precision == "fp16" and decisions["add0"].source == "rule"
-    assert decisions["scale1"].reason.startswith("normalization input")
+    # Decided after the rule: ln0's input s0 is still computed FP32; s1, written FP16 by the rule's add0, is
+    # rounded anyway, so nothing joins for ln1 (scale0 and the rest of the stream behind add0 stay FP16).
+    assert decisions["bias"].reason.startswith("normalization input")
+    assert not [n for n in ("scale0", "scale1", "add1") if decisions[n].reason.startswith("normalization input")]
 
 
 def test_on_the_builtin_nafnet_the_residual_stream_joins_and_the_error_drops():
@@ -167,3 +174,112 @@ def test_on_the_builtin_nafnet_the_residual_stream_joins_and_the_error_drops():
     # against the same plan with the region FP16: 0.970-0.989 on each of the 8 held-out images.
     ratio = errors["after"] / errors["before"]
     assert (ratio < 1.0).all() and np.median(ratio) < 0.995, ratio
+
+
+def _with_shape_ops(model, ops: list[str]):
+    """Each LayerNorm reads its input through `ops` (shape-only, values unchanged), as exports that permute
+    or reshape around norms (ConvNeXt, Swin)."""
+    graph = model.graph
+    graph.initializer.append(numpy_helper.from_array(np.array([8, HIDDEN], np.int64), "shape_2d"))
+    nodes = []
+    for node in list(graph.node):
+        if node.op_type == "LayerNormalization":
+            tensor = node.input[0]
+            for i, op in enumerate(ops):
+                extra = {"Reshape": dict(inputs=["shape_2d"]), "Transpose": dict(perm=[1, 0]),
+                         "Flatten": dict(axis=1)}[op]
+                inputs = [tensor] + extra.pop("inputs", [])
+                out = f"{node.name}_{op.lower()}{i}_out"
+                nodes.append(helper.make_node(op, inputs, [out], name=f"{node.name}_{op.lower()}{i}", **extra))
+                tensor = out
+            node.input[0] = tensor
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
+def _region_fp16(decisions, names):
+    before = dict(decisions)
+    for name in names:
+        before[name] = type(d := decisions[name])("fp16", "precision.default=fp16", "default", d.observed_max_abs)
+    return before
+
+
+@pytest.mark.parametrize("ops", [["Reshape"], ["Transpose", "Transpose"], ["Flatten"]])
+def test_shape_only_nodes_between_the_stream_and_the_norm_are_walked_through(ops):
+    model = _with_shape_ops(_residual_network(stream_bias=300.0, branch_std=40.0), ops)
+    net, decisions = _plan(model, _feeds(100.0, seed=1, count=2))
+    assert all(decisions[f"ln{b}"].precision == "fp32" for b in range(BLOCKS))
+    shape_nodes = {n for n in net.names if net.op_type(n) in set(ops)}
+    joined = {n for n, d in decisions.items() if d.reason.startswith("normalization input")}
+    # The shape-only nodes sit between FP32 nodes: FP32 costs them no Cast, FP16 two and a rounding of x.
+    assert joined == REGION | shape_nodes, joined
+    assert all("shape-only between FP32 nodes" in decisions[n].reason for n in shape_nodes)
+    assert all(decisions[n].precision == "fp16" for n in ("mm_in", "mm0", "mm1"))
+    mixed, _ = _materialised(model, decisions)
+    held_out = _feeds(100.0, seed=50, count=8)
+    after_errors = _errors(model, mixed, held_out)
+    before_errors = _errors(model, _materialised(model, _region_fp16(decisions, joined))[0], held_out)
+    assert (after_errors < before_errors).all(), (after_errors, before_errors)
+
+
+def test_a_shape_only_node_reading_a_heavy_node_is_left_to_fewest_casts():
+    """MatMul -> Reshape -> FP32 norm: FP32 or FP16, the Reshape costs one Cast; this rule does not move it."""
+    model = _with_shape_ops(_residual_network(stream_bias=300.0, branch_std=40.0), ["Reshape"])
+    ln0 = next(n for n in model.graph.node if n.name == "ln0")
+    reshape = next(n for n in model.graph.node if n.name == "ln0_reshape0")
+    reshape.input[0] = "h_in"
+    ln0.input[0] = reshape.output[0]
+    _, decisions = _plan(model, _feeds(100.0, seed=1, count=2))
+    assert decisions["ln0"].precision == "fp32"
+    assert not decisions["ln0_reshape0"].reason.startswith("normalization input")
+    assert decisions["mm_in"].precision == "fp16"
+
+
+def test_a_rule_setting_the_norms_fp16_leaves_no_region_behind():
+    """The region follows its group's final precision: with the norms FP16 by a user rule, x is rounded anyway
+    and FP32 arithmetic around it would only cost Casts."""
+    model = _residual_network(stream_bias=300.0, branch_std=40.0)
+    net = network_from_model(model)
+    config = precision_config(auto={"fewest_casts": True},
+                              rules={"ln16": {"match": "op_type", "pattern": "LayerNormalization", "precision": "fp16"}})
+    decisions, _ = plan_precision(net, config, _feeds(100.0, seed=1, count=2))
+    assert all(decisions[f"ln{b}"].precision == "fp16" for b in range(BLOCKS))
+    assert not [n for n, d in decisions.items() if d.reason.startswith("normalization input")]
+    assert all(decisions[n].precision == "fp16" for n in REGION)
+    _, report = _materialised(model, decisions)
+    # Only the Casts of the graph's input and output (kept FP32: keep_io_types), none around the stream.
+    assert {c["tensor"] for c in report["casts_added"].get("casts", [])} <= {"x", "y"}, report["casts_added"]
+
+
+def test_the_walk_continues_through_arithmetic_already_fp32():
+    """A stream beyond max_abs: its Adds are FP32 by range; the branch scales next to them join, at no Cast."""
+    model = _residual_network(stream_bias=6000.0, branch_std=40.0)
+    net, decisions = _plan(model, _feeds(100.0, seed=1, count=2))
+    assert all(decisions[n].reason.startswith("activation range") for n in ("bias", "add0", "add1"))
+    joined = {n for n, d in decisions.items() if d.reason.startswith("normalization input")}
+    assert joined == {"scale0", "scale1"}, joined
+    assert "computes c0, which reaches s1 read by the FP32 LayerNormalization ln1" in decisions["scale0"].reason
+    mixed, report = _materialised(model, decisions)
+    before = _region_fp16(decisions, joined)
+    before_mixed, before_report = _materialised(model, before)
+    assert len(report["casts_added"].get("casts", [])) <= len(before_report["casts_added"].get("casts", []))
+    held_out = _feeds(100.0, seed=50, count=8)
+    ratio = _errors(model, mixed, held_out) / _errors(model, before_mixed, held_out)
+    assert np.median(ratio) <= 1.0, ratio
+
+
+def test_with_bf16_the_reason_uses_bf16_rounding():
+    model = _residual_network(stream_bias=300.0, branch_std=40.0)
+    net = network_from_model(model)
+    decisions, _ = plan_precision(net, precision_config(default="bf16", auto={"fewest_casts": True}),
+                                  _feeds(100.0, seed=1, count=2))
+    joined = {n for n, d in decisions.items() if d.reason.startswith("normalization input")}
+    assert joined == REGION, joined
+    for name in joined:
+        assert "to BF16" in decisions[name].reason and "2^-8 * sqrt" in decisions[name].reason, decisions[name].reason
+        assert "FP16" not in decisions[name].reason and "2^-11" not in decisions[name].reason
+    assert f"up to {2.0**-8:.3g} relative RMS" in decisions["bias"].reason
+    assert "computes s1, read by the FP32 LayerNormalization ln1" in decisions["add0"].reason
+    assert "reads s1 as the FP32 LayerNormalization ln1 does" in decisions["add1"].reason

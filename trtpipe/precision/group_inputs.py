@@ -19,9 +19,12 @@ The x of three of those groups is the residual stream (Add, values up to ~1300).
 
 So x's producer joins the FP32 island when it is cheap arithmetic, and with it
 the region of cheap arithmetic x is computed in: the nodes connected to it
-through `ARITHMETIC` nodes (Add/Sub/Mul/Div), bounded by every other node (heavy
-nodes, other groups, reductions, shape ops) and by anything not planned by the
-default. In a residual network that region is the running sum, its Adds and the
+through `ARITHMETIC` nodes (Add/Sub/Mul/Div) and `SHAPE_ONLY` ones (Reshape,
+Transpose, ...: exporters permute around norms), bounded by every other node
+(heavy nodes, other groups, reductions) and by nodes a user rule or the author
+set to low precision. Nodes already FP32 (the range rule: a stream beyond
+max_abs) are walked through, not stopped at: the Muls next to an FP32 Add
+join. In a residual network that region is the running sum, its Adds and the
 per-channel scales of the branches added to it (NAFNet's `x * beta`): computed
 once in FP32 and rounded where heavy FP16 nodes read it, instead of rounded after
 every Add. Emulated on NAFNet (64 held-out inputs, paired against ModelOpt
@@ -38,15 +41,27 @@ Decisions:
 - r does not gate the rule: the loss is >= 2^-11 whatever r is, and a limit
   between 1 and NAFNet's 4.2 would be a threshold fitted to one model. The
   statistics criterion (STATISTICS_LIMIT) still decides whether a group is FP32.
-- Only nodes whose precision came from `precision.default` move, only FP16 ->
+- Decided after the user rules (planner.py), over the groups the automatic
+  rules kept FP32 that are still FP32 after them: a rule setting a norm to FP16
+  leaves no region behind (its input is rounded anyway), and user rules always
+  win. Only nodes whose precision is still `precision.default` move, only FP16 ->
   FP32 (every stored tensor's range was checked where the plan wrote it: a
   region node produced its output in FP16 before), not in If/Loop/Scan bodies
   nor producing a tensor a body reads (each body would need its own Cast, as in
-  fewest_casts.py). User rules come later in the planner and win.
+  fewest_casts.py).
+- Shape-only nodes carry no arithmetic: one joins when both its input's producer
+  and one of its readers are FP32 (region, group or already FP32): FP32 then
+  costs no Cast where FP16 costs two and re-rounds x (on the path into the norm,
+  that rounding is the very loss). One at the region's edge (an FP32 side and
+  only FP16 on the other) costs one Cast either way and is left to
+  fewest_casts.py, which counts that exactly.
 - No heavy node (MatMul/Conv/Gemm/...) moves: the FP16 FLOP share is unchanged.
-- The reason names the group and 2^-11 * sqrt(r) measured over the reference
-  rows (2^-11 when r is not measured: RMSNorm, no kept statistics), so the plan
-  says what the region buys; `casts_by_reason` counts its Casts as
+- Each node's reason names the group and tensor it serves (the nearest FP32
+  group input its output reaches through the region; else the one whose running
+  computation it is part of) and u * sqrt(r), u the planned type's rounding
+  (FP16 2^-11, BF16 2^-8), r measured over the reference rows (u alone when r
+  is not measured: RMSNorm, no kept statistics, BF16), so the plan says what the
+  region buys; `casts_by_reason` counts its Casts as
   "normalization input".
 """
 
@@ -62,46 +77,97 @@ from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import SOFTMAX_OPS
 
 ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})
+# No arithmetic, the same values rearranged (layernorm_groups.PASSTHROUGH without Expand, which
+# duplicates, plus the permutes exporters write around norms).
+SHAPE_ONLY = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 REASON = "normalization input"
+# The planned low-precision type's relative rounding (half an ulp) and how the reason writes it.
+UNIT_ROUNDING = {"fp16": (2.0**-11, "2^-11", "FP16"), "bf16": (2.0**-8, "2^-8", "BF16")}
 
 
-def input_decisions(net: Network, decisions: dict[str, Decision], groups: dict[str, str], observed,
-                    moments: dict[str, Moments] | None) -> dict[str, tuple[str, float | None]]:
-    """node -> (reason, magnitude) for the cheap arithmetic computing the input of FP32 LayerNorm/RMSNorm
-    groups (module docstring). `observed`: the reference run (auto_range.Observed) or None."""
-    members: dict[str, list[str]] = {}
-    for name, label in groups.items():
-        members.setdefault(label, []).append(name)
-    found: dict[str, tuple[str, float | None]] = {}
+def fp32_groups(net: Network, decisions: dict[str, Decision], groups: dict[str, str]) -> set[str]:
+    """Labels of the LayerNorm/RMSNorm groups the automatic rules keep FP32 (call before the user rules)."""
+    return {label for label, names in _members(groups).items() if _fp32_norm_group(net, decisions, names, True)}
+
+
+def input_decisions(net: Network, decisions: dict[str, Decision], groups: dict[str, str], labels: set[str],
+                    observed, moments: dict[str, Moments] | None,
+                    low: str) -> dict[str, tuple[str, float | None]]:
+    """node -> (reason, magnitude) for the cheap nodes computing the input of the groups `labels` (from
+    `fp32_groups`) that are still FP32 after the user rules (module docstring). `observed`: the reference
+    run (auto_range.Observed) or None; `low`: the planned low-precision type."""
+    unit, unit_text, type_text = UNIT_ROUNDING[low]
     read_in_bodies = {t for n in net.names if n in net.parent for t in net.nodes[n].input if t}
 
-    def cheap(name: str) -> bool:
-        return (_cheap(net, decisions, groups, name)
-                and not any(t in read_in_bodies for t in net.nodes[name].output))
+    def main_graph(name: str) -> bool:
+        return name not in net.parent and not any(t in read_in_bodies for t in net.nodes[name].output)
 
-    for label, names in members.items():
-        if not _fp32_norm_group(net, decisions, names):
+    def movable(name: str) -> bool:
+        decision = decisions[name]
+        return decision.source == "default" and decision.precision in LOW_PRECISIONS and main_graph(name)
+
+    def walkable(name: str) -> bool:
+        """Cheap (arithmetic or shape-only), not in a group, and either movable or already FP32."""
+        return (net.op_type(name) in ARITHMETIC | SHAPE_ONLY and name not in groups and main_graph(name)
+                and (movable(name) or decisions[name].precision == "fp32"))
+
+    served: dict[str, str] = {}  # group input tensor x -> the group label reading it
+    region: set[str] = set()
+    for label, names in _members(groups).items():
+        if label not in labels or not _fp32_norm_group(net, decisions, names, False):
             continue
-        inside = set(names)
-        for x in _external_inputs(net, names, inside):
+        for x in _external_inputs(net, names, set(names)):
             start = net.producer.get(x)
-            if start is None or start in found or not cheap(start):
+            if start is None or not walkable(start):
                 continue
-            loss = _rounding_loss(names, observed, moments or {})
-            reason = (f"{REASON}: computes {x}, read by the FP32 {label}: rounding it to FP16 costs the "
-                      f"group's output up to {loss:.3g} relative RMS (2^-11 * sqrt(E[x^2]/Var)), no less than "
-                      f"the FP16 rounding its FP32 avoids")
-            for name in _region(net, cheap, start):
-                found.setdefault(name, (reason, None))
+            served.setdefault(x, label)
+            region |= _region(net, walkable, start)
+    kept = _prune_shape_edges(net, decisions, region)
+    # Only what still computes some x through kept nodes: a shape-only start dropped above (its producer is
+    # heavy) does not bring in the other readers of its producer's output.
+    starts = [s for s in (net.producer[x] for x in served) if s in kept]
+    region = set().union(*(_region(net, kept.__contains__, s) for s in starts))
+    losses = {label: _rounding_loss(names, observed, moments or {}) * unit / ROUNDING
+              for label, names in _members(groups).items() if label in set(served.values())}
+    found: dict[str, tuple[str, float | None]] = {}
+    for name in sorted(region, key=net.position.__getitem__):
+        if not movable(name):
+            continue
+        x, downstream = _served_by(net, region, served, name)
+        label = served[x]
+        if downstream and x in net.nodes[name].output:
+            role = f"computes {x}, read by the FP32 {label}"
+        elif downstream:
+            role = f"computes {net.nodes[name].output[0]}, which reaches {x} read by the FP32 {label}"
+        elif x in net.nodes[name].input:
+            role = f"reads {x} as the FP32 {label} does (kept FP32 with it rather than re-rounded)"
+        else:
+            role = (f"part of the FP32 computation around {x}, read by the FP32 {label} (kept FP32 rather than "
+                    f"re-rounded at each step)")
+        if net.op_type(name) in SHAPE_ONLY:
+            role += "; shape-only between FP32 nodes: FP32 costs no Cast, FP16 two"
+        reason = (f"{REASON}: {role}: rounding {x} to {type_text} costs the group's output up to "
+                  f"{losses[label]:.3g} relative RMS ({unit_text} * sqrt(E[x^2]/Var)), no less than the "
+                  f"{type_text} rounding its FP32 avoids")
+        found[name] = (reason, None)
     return found
 
 
-def _fp32_norm_group(net: Network, decisions: dict[str, Decision], names: list[str]) -> bool:
-    """A LayerNorm/RMSNorm group the automatic rules keep FP32 (by its own range or as a group)."""
+def _members(groups: dict[str, str]) -> dict[str, list[str]]:
+    members: dict[str, list[str]] = {}
+    for name, label in groups.items():
+        members.setdefault(label, []).append(name)
+    return members
+
+
+def _fp32_norm_group(net: Network, decisions: dict[str, Decision], names: list[str], by_auto: bool) -> bool:
+    """A LayerNorm/RMSNorm group whose planned members are all FP32 (`by_auto`: one of them by an
+    automatic rule, by its own range or as a group)."""
     if any(net.op_type(n) in SOFTMAX_OPS for n in names):
         return False
     planned = [decisions[n] for n in names if decisions[n].source != "structure"]
-    return bool(planned) and all(d.precision == "fp32" for d in planned) and any(d.source == "auto" for d in planned)
+    return (bool(planned) and all(d.precision == "fp32" for d in planned)
+            and (not by_auto or any(d.source == "auto" for d in planned)))
 
 
 def _external_inputs(net: Network, names: list[str], inside: set[str]) -> list[str]:
@@ -115,24 +181,67 @@ def _external_inputs(net: Network, names: list[str], inside: set[str]) -> list[s
     return seen
 
 
-def _cheap(net: Network, decisions: dict[str, Decision], groups: dict[str, str], name: str) -> bool:
-    decision = decisions[name]
-    return (net.op_type(name) in ARITHMETIC and name not in groups and name not in net.parent
-            and decision.source == "default" and decision.precision in LOW_PRECISIONS)
+def _neighbours(net: Network, name: str) -> list[str]:
+    node = net.nodes[name]
+    found = [net.producer[t] for t in node.input if t in net.producer]
+    return found + [c for t in node.output for c in net.consumers.get(t, [])]
 
 
-def _region(net: Network, cheap: Callable[[str], bool], start: str) -> list[str]:
-    """`start` and the cheap arithmetic connected to it through cheap arithmetic, in network order."""
+def _region(net: Network, walkable: Callable[[str], bool], start: str) -> set[str]:
+    """`start` and the walkable nodes connected to it through walkable nodes."""
     seen, queue = {start}, deque([start])
     while queue:
-        node = net.nodes[queue.popleft()]
-        neighbours = [net.producer[t] for t in node.input if t in net.producer]
-        neighbours += [c for t in node.output for c in net.consumers.get(t, [])]
-        for other in neighbours:
-            if other not in seen and cheap(other):
+        for other in _neighbours(net, queue.popleft()):
+            if other not in seen and walkable(other):
                 seen.add(other)
                 queue.append(other)
-    return sorted(seen, key=net.position.__getitem__)
+    return seen
+
+
+def _prune_shape_edges(net: Network, decisions: dict[str, Decision], region: set[str]) -> set[str]:
+    """Drop the shape-only nodes without an FP32 node (region or already FP32) on both sides: at the
+    region's edge FP32 costs one Cast as FP16 does (fewest_casts.py decides them)."""
+    kept = set(region)
+
+    def fp32(name: str | None) -> bool:
+        return name is not None and (name in kept or decisions[name].precision == "fp32")
+
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(kept, key=net.position.__getitem__):
+            if net.op_type(name) not in SHAPE_ONLY or decisions[name].precision == "fp32":
+                continue
+            node = net.nodes[name]
+            readers = [c for t in node.output for c in net.consumers.get(t, [])]
+            if not (node.input and fp32(net.producer.get(node.input[0])) and any(fp32(c) for c in readers)):
+                kept.discard(name)
+                changed = True
+    return kept
+
+
+def _served_by(net: Network, region: set[str], served: dict[str, str], name: str) -> tuple[str, bool]:
+    """The group input `name` serves: the nearest one its output reaches through the region (True), else
+    the nearest one in the region by any path (False). Ties follow network order."""
+    for downstream in (True, False):
+        seen, queue = {name}, deque([name])
+        while queue:
+            current = queue.popleft()
+            outputs = net.nodes[current].output
+            hit = [t for t in outputs if t in served]
+            if hit:
+                return hit[0], downstream
+            if not downstream:
+                hit = [t for t in net.nodes[current].input if t in served]
+                if hit:
+                    return hit[0], downstream
+            nexts = ([c for t in outputs for c in net.consumers.get(t, [])] if downstream
+                     else _neighbours(net, current))
+            for other in sorted(set(nexts), key=net.position.__getitem__):
+                if other in region and other not in seen:
+                    seen.add(other)
+                    queue.append(other)
+    raise AssertionError(f"{name} is in a region without a group input")
 
 
 def _rounding_loss(names: list[str], observed, moments: dict[str, Moments]) -> float:

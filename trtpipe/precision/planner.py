@@ -7,9 +7,10 @@ Order (later steps override earlier ones, so the most explicit intent wins):
 3. default: `precision.default` for everything else;
 4. automatic rules (only over default nodes, only when the default is low precision):
    constants that do not fit, activation range, normalization groups where a member has
-   evidence (evidence_groups.py), the cheap arithmetic computing an FP32 group's input
-   (group_inputs.py);
-5. user rules, in the order given (later rules override earlier ones);
+   evidence (evidence_groups.py);
+5. user rules, in the order given (later rules override earlier ones); then the cheap nodes
+   computing the input of the groups step 4 kept FP32 and the rules left FP32, over the nodes
+   still on the default (group_inputs.py: user rules win, a region follows its group);
 6. smoothing of isolated low-precision islands (default nodes only);
 7. stored tensors: every tensor the materialised plan stores in FP16 fits FP16
    (boundary Casts, graph inputs), checked after smoothing, which makes boundaries too;
@@ -33,7 +34,7 @@ from trtpipe.precision.control_flow import control_flow_initial, derive_control_
 from trtpipe.precision.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.evidence_groups import group_decisions, moment_tensors
 from trtpipe.precision.fewest_casts import fewest_casts
-from trtpipe.precision.group_inputs import input_decisions
+from trtpipe.precision.group_inputs import fp32_groups, input_decisions
 from trtpipe.precision.masked_additions import masked_additions
 from trtpipe.precision.network import Network
 from trtpipe.precision.norm_groups import normalization_groups
@@ -81,10 +82,12 @@ def plan_precision(
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
         _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence"),
                                                  moments))
-        _apply_auto(decisions, input_decisions(net, decisions, groups, reference, moments))
+        protected = fp32_groups(net, decisions, groups)
     for match in matches:
         _apply_rule(net, decisions, match)
     _check_effective(matches, decisions, config["on_unmatched"])
+    if default in LOW_PRECISIONS:
+        _apply_auto(decisions, input_decisions(net, decisions, groups, protected, reference, moments, default))
     if default in LOW_PRECISIONS:
         smooth_islands(net, decisions, int(auto["island_size"]))
     boundaries = protect_stored_tensors(net, decisions, reference, default, config["keep_io_types"])

@@ -36,7 +36,10 @@ class PlanPrecision(Stage):
     #     ("normalization input", precision/group_inputs.py)
     # 19: redundant Casts judged per body by that body's own types (an id()-keyed cache read another
     #     body's); a removed authored Cast counted under totals.nodes.removed, not "kept as authored"
-    version = "19"
+    # 20: normalization-input regions decided after the user rules (a region follows its group's final
+    #     FP32-ness), walked through shape-only nodes and nodes already FP32; reasons in the planned
+    #     type's rounding, per node
+    version = "20"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
