@@ -86,6 +86,19 @@ def _graphsurgeon_quirks() -> onnx.ModelProto:
     return graphs.make_model(nodes, [x], [y], [_ints("reps", [2]), _ints("minus_one", [-1])], opset=9)
 
 
+def _consumer_named_like_an_unread_constant() -> onnx.ModelProto:
+    """The consumer of a foldable tensor is named like an initializer and like a Constant's output that no
+    node reads: graphsurgeon's name check sees only the constants `Graph.tensors()` reaches, so w2 folds."""
+    nodes = [helper.make_node("Constant", [], ["mul_node"], value=numpy_helper.from_array(np.array([1], np.int64))),
+             helper.make_node("Mul", ["w", "two"], ["w2"], name="m"),
+             helper.make_node("Add", ["x", "w2"], ["a"], name="add_node"),
+             helper.make_node("Mul", ["w", "a"], ["y"], name="mul_node")]
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), "w"),
+             numpy_helper.from_array(np.array(2, np.float32), "two"), _ints("add_node", [7])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    return graphs.make_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], inits)
+
+
 def _nodes_graphsurgeon_remakes() -> onnx.ModelProto:
     """Nodes graphsurgeon writes back re-made (gs_export.exported_node): a doc string, an explicitly empty
     name, an attribute with a doc string, an INT attribute without its value, a kept ConstantOfShape whose
@@ -140,8 +153,9 @@ def _encoder() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("build", [_shapes_and_constants, _graphsurgeon_quirks, _nodes_graphsurgeon_remakes,
+                                   _consumer_named_like_an_unread_constant,
                                    lambda: builtin_model("transformer"), lambda: builtin_model("t5"), _encoder],
-                         ids=["shapes", "quirks", "remade", "transformer", "t5", "encoder"])
+                         ids=["shapes", "quirks", "remade", "unread_constant_names", "transformer", "t5", "encoder"])
 def test_the_fast_pass_writes_polygraphys_bytes(build):
     prepared = _prepared(build())
     reference_input, fast_input = (onnx.ModelProto.FromString(prepared.SerializeToString()) for _ in range(2))

@@ -215,8 +215,10 @@ class _Fold(ShapeFolding):
         wanted = []
         for name in self.foldable - self.constants:
             readers = self.consumers.get(name, [])
-            # graphsurgeon compares its consumers' *node* names with the constant tensor names.
-            if readers and all(self.names[i] in self.foldable for i in readers):
+            # graphsurgeon compares its consumers' *node* names with the constant tensor names it found in
+            # `Graph.tensors()` (graph inputs, node inputs and outputs, graph outputs): an initializer or a
+            # lowered Constant no node reads is not among them.
+            if readers and all(self._is_constant_tensor_name(self.names[i]) for i in readers):
                 continue
             info = self.values.get(name)
             if info is not None and info[1] is not None and not any(_dynamic(dim) for dim in info[1]):
@@ -225,6 +227,13 @@ class _Fold(ShapeFolding):
                         "a foldable tensor over the size threshold")
             wanted.append(name)
         return sorted(wanted, key=self.producer.__getitem__)
+
+    def _is_constant_tensor_name(self, name: str) -> bool:
+        """`name in graph_constants` in graphsurgeon: a foldable tensor `Graph.tensors()` reaches, i.e. one a
+        node reads or a node other than a lowered Constant writes (graph inputs and outputs are never
+        constants here: refused at import)."""
+        return name in self.foldable and (name in self.consumers
+                                          or (name in self.producer and name not in self.lowered))
 
     def _evaluate(self, names: list[str]) -> dict[str, np.ndarray]:
         """`names` computed in one ONNX Runtime session, as graphsurgeon's graph copy would be."""
