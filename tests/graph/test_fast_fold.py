@@ -10,6 +10,8 @@ compute what the original did.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import onnx
 import pytest
@@ -212,3 +214,60 @@ def _sanitized_bytes(tmp_path, *, fast: bool) -> bytes:
     (TensorProto.FLOAT16, ["", "batch", None, "x" * 200]), (TensorProto.BFLOAT16, [None] * 70), (1, ["é"])])
 def test_type_bytes_are_make_tensor_type_proto_s(elem_type, dims):
     assert tensor_type_bytes(elem_type, dims) == helper.make_tensor_type_proto(elem_type, dims).SerializeToString()
+
+
+def _shape_gather(index) -> onnx.ModelProto:
+    """Reshape(x, Gather(Shape(x), index)): an index beyond the dims makes graphsurgeon's fold_shape_gather raise."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "index"], ["picked"], name="gather", axis=0),
+             helper.make_node("Reshape", ["x", "picked"], ["y"], name="reshape")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    return graphs.make_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                             [_ints("index", index)])
+
+
+def test_shape_folding_errors_graphsurgeon_raises_too_take_its_pass_quietly(caplog):
+    caplog.set_level("DEBUG", logger="trtpipe.graph.fast_fold")
+    assert fold_pass(_prepared(_shape_gather([5])), infer_shapes=True, size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
+    assert "shape folding raised IndexError" in caplog.text and "failed" not in caplog.text
+
+
+def test_a_defect_in_the_shape_folding_is_a_warning_not_a_quiet_fallback(caplog, monkeypatch):
+    def defect(self, name):
+        raise KeyError("a defect of the fast path")
+
+    monkeypatch.setattr(fast_fold._Fold, "_shape_gather", defect)
+    caplog.set_level("DEBUG", logger="trtpipe.graph.fast_fold")
+    assert fold_pass(_prepared(_shape_gather([1, 0])), infer_shapes=True,
+                     size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "fast constant folding failed (KeyError" in warnings[0].getMessage()
+
+
+def test_a_crash_of_the_fast_path_fails_the_differential_check(tmp_path, monkeypatch):
+    import argparse
+
+    from bench import same_output
+
+    case = tmp_path / "inputs" / "sanitize" / "shapes"
+    case.mkdir(parents=True)
+    onnx.save(_shapes_and_constants(), str(case / "model.onnx"))
+    args = argparse.Namespace(reference_path=False, stage="sanitize")
+    loggers = [logging.getLogger(name) for name in ("trtpipe", "trtpipe.graph.fast_fold")]
+    levels = [logger.level for logger in loggers]
+    try:
+        same_output.run(tmp_path, "fast", args)
+
+        def crash(self, infer_shapes):
+            raise KeyError("a defect of the fast path")
+
+        monkeypatch.setattr(fast_fold._Fold, "run", crash)
+        same_output.run(tmp_path, "crashed", args)
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+    # The round trip wrote the same file after the crash: the bytes alone would pass.
+    assert (tmp_path / "fast/sanitize/shapes/model.onnx").read_bytes() == \
+        (tmp_path / "crashed/sanitize/shapes/model.onnx").read_bytes()
+    assert same_output.compare(tmp_path, "fast", "fast", "sanitize") == 0
+    assert same_output.compare(tmp_path, "fast", "crashed", "sanitize") == 1

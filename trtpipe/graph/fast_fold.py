@@ -76,6 +76,8 @@ ENABLED = True
 GS_SPECIAL_OPS = frozenset({"Constant", "Shape", "Gather", "Slice", "Cast", "If"}) | NEVER_FOLDED | CAST_ELISION_OPS
 RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                         "Bernoulli"})
+# What graphsurgeon's fold_shape_gather/fold_shape_slice raise on the values they index and slice with.
+GS_SHAPE_FOLDING_ERRORS = (IndexError, TypeError, ValueError, OverflowError)
 FLOAT_TO = 1  # Cast's `to` for FLOAT, as graphsurgeon's cast elision compares it
 
 
@@ -180,9 +182,10 @@ class _Fold(ShapeFolding):
                     continue
                 try:
                     value = fold(name)
-                except OutOfScope:
-                    raise
-                except Exception as error:  # graphsurgeon would abandon this routine half-way: its own pass
+                except GS_SHAPE_FOLDING_ERRORS as error:
+                    # graphsurgeon's routine raises these too (an index out of the dims, a non-integer index
+                    # or bound, a zero step, an empty bound) and is abandoned half-way: its own pass runs.
+                    # Anything else is a defect here and reaches fold_pass's warning.
                     raise OutOfScope(f"shape folding raised {type(error).__name__}") from error
                 if value is not None:
                     self.shape_values[name] = value
