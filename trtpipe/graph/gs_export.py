@@ -360,8 +360,11 @@ def export_like_graphsurgeon(working: onnx.ModelProto, nodes: list[onnx.NodeProt
     and `new_initializers` added, after `cleanup().toposort()`. `check_scope(working)` must have passed."""
     graph = working.graph
     initializers = {tensor.name: tensor for tensor in graph.initializer}
-    require(not set(new_initializers) & (set(initializers) | {name for node in nodes for name in node.output}),
-            "a new initializer's name is taken")
+    # A graph input or output of that name too: graphsurgeon would hold two tensors of one name (which one
+    # its export keeps is not reproduced here).
+    taken = {*initializers, *(name for node in nodes for name in node.output),
+             *(value.name for value in [*graph.input, *graph.output])}
+    require(not set(new_initializers) & taken, "a new initializer's name is taken")
     initializers.update(new_initializers)
     values = ValueInfos(graph, initializers)
     require(not any(value.name in initializers for value in graph.output), "a graph output is an initializer")
