@@ -271,3 +271,23 @@ def test_a_crash_of_the_fast_path_fails_the_differential_check(tmp_path, monkeyp
         (tmp_path / "crashed/sanitize/shapes/model.onnx").read_bytes()
     assert same_output.compare(tmp_path, "fast", "fast", "sanitize") == 0
     assert same_output.compare(tmp_path, "fast", "crashed", "sanitize") == 1
+
+
+def test_each_export_converts_element_types_afresh(monkeypatch):
+    """STYLE: no global state. What graphsurgeon exports an element type as is cached for one export only:
+    two passes over the same model each convert FLOAT once."""
+    from trtpipe.graph import gs_export
+
+    calls = []
+
+    def counted(elem_type):
+        calls.append(elem_type)
+        return original(elem_type)
+
+    original = gs_export.get_numpy_type
+    monkeypatch.setattr(gs_export, "get_numpy_type", counted)
+    model = _prepared(_shapes_and_constants())
+    for _ in range(2):
+        assert fold_pass(onnx.ModelProto.FromString(model.SerializeToString()), infer_shapes=False,
+                         size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is not None
+    assert calls.count(TensorProto.FLOAT) == 2
