@@ -14,7 +14,8 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
   Shape/Gather/Slice passes (gather, then slice, then shape, each followed by
   a new foldable walk) turn shapes of statically known dims into constants;
 - every foldable tensor graphsurgeon would evaluate (its consumers' *node
-  names* are not constant tensor names, or it has none) is computed in one
+  names* are not names of the constants `Graph.tensors()` reaches, or it has
+  none) is computed in one
   ONNX Runtime session, default options as graphsurgeon's, and written with
   `onnx.helper.make_tensor(raw=True)`;
 - the producers lose the folded outputs, `cleanup()` keeps what the graph
