@@ -33,7 +33,8 @@ Cases (`prepare`, deterministic), per stage:
 `run` runs `sanitize_model` / `upgrade_model` (target 17, fusion on) of whichever
 trtpipe is on PYTHONPATH (run it as a file, not with -m, so that this checkout's
 trtpipe does not come first) and writes each case's files, its report or error
-and its time, and which path it took (not compared); `compare` says which cases
+and its time, and which path it took (not compared, except that a fast path that
+crashed, logged "fast constant folding failed", counts as a difference); `compare` says which cases
 differ, file by file, counts the fast-path cases and sums the times. Run by
 hand, not in the test suite (several minutes).
 """
@@ -56,6 +57,9 @@ WILD_DIR = Path.home() / ".cache" / "trtpipe" / "wild" / "models"
 # What each fast path logs when it is not used (the path a case took; never compared).
 FALLBACK_LOGS = {"sanitize": ("trtpipe.graph.fast_fold", "fast constant folding not used"),
                  "upgrade_opset": ("trtpipe.graph.layernorm_fusion", "LayerNorm fusion through onnx-graphsurgeon")}
+# What a fast path logs when it crashed (then the round trip ran): a failure of the check, whatever the bytes.
+FAILURE_LOGS = {"sanitize": "fast constant folding failed"}
+FAILED = "fast path failed: "
 
 
 # -- prepare -----------------------------------------------------------------------------------
@@ -166,16 +170,18 @@ def _upgrade_cases(args):
 # -- run ---------------------------------------------------------------------------------------
 
 class _Fallbacks(logging.Handler):
-    """Records the fallback a fast path logs (which path a case took)."""
+    """Records the fallback a fast path logs (which path a case took), and its crashes (`failures`)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, failure_text: str | None = None):
         super().__init__(logging.DEBUG)
-        self.text, self.reasons = text, []
+        self.text, self.failure_text, self.reasons, self.failures = text, failure_text, [], []
 
     def emit(self, record):
         message = record.getMessage()
         if self.text in message:
             self.reasons.append(message)
+        if self.failure_text and self.failure_text in message:
+            self.failures.append(message)
 
 
 def run(out: Path, label: str, args) -> None:
@@ -190,7 +196,7 @@ def run(out: Path, label: str, args) -> None:
         if not inputs.is_dir():
             continue
         logger_name, text = FALLBACK_LOGS[stage]
-        watcher = _Fallbacks(text)
+        watcher = _Fallbacks(text, FAILURE_LOGS.get(stage))
         logger = logging.getLogger(logger_name)
         logger.addHandler(watcher)
         logger.setLevel(logging.DEBUG)
@@ -200,9 +206,12 @@ def run(out: Path, label: str, args) -> None:
                 shutil.rmtree(target)
             target.mkdir(parents=True)
             watcher.reasons.clear()
+            watcher.failures.clear()
             outcome = _run_stage(stage, folder / "model.onnx", target / "model.onnx")
             (target / "outcome.json").write_text(json.dumps(outcome, indent=1, sort_keys=True, default=str))
             path = "fast" if not watcher.reasons else "fallback: " + watcher.reasons[0]
+            if watcher.failures:  # compare counts it as a difference
+                path = FAILED + watcher.failures[0].replace("\n", " ")
             (out / label / stage / f"{folder.name}.path").write_text(
                 ("reference path" if args.reference_path else path) + "\n")
         logger.removeHandler(watcher)
@@ -267,6 +276,10 @@ def _problems(folder: Path, other: Path, times: list[float]) -> list[str]:
     if not other.is_dir():
         return [f"missing in {other.parent}"]
     problems = []
+    for side in (folder, other):
+        taken = side.parent / f"{folder.name}.path"
+        if taken.exists() and taken.read_text().startswith(FAILED):
+            problems.append(f"{taken.read_text().strip()} ({side.parent.parent.name})")
     for path in sorted(folder.iterdir()):
         if path.name == "outcome.json":
             one, two = (json.loads(p.read_text()) for p in (path, other / path.name))

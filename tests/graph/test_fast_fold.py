@@ -10,6 +10,8 @@ compute what the original did.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import onnx
 import pytest
@@ -86,6 +88,19 @@ def _graphsurgeon_quirks() -> onnx.ModelProto:
     return graphs.make_model(nodes, [x], [y], [_ints("reps", [2]), _ints("minus_one", [-1])], opset=9)
 
 
+def _consumer_named_like_an_unread_constant() -> onnx.ModelProto:
+    """The consumer of a foldable tensor is named like an initializer and like a Constant's output that no
+    node reads: graphsurgeon's name check sees only the constants `Graph.tensors()` reaches, so w2 folds."""
+    nodes = [helper.make_node("Constant", [], ["mul_node"], value=numpy_helper.from_array(np.array([1], np.int64))),
+             helper.make_node("Mul", ["w", "two"], ["w2"], name="m"),
+             helper.make_node("Add", ["x", "w2"], ["a"], name="add_node"),
+             helper.make_node("Mul", ["w", "a"], ["y"], name="mul_node")]
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), "w"),
+             numpy_helper.from_array(np.array(2, np.float32), "two"), _ints("add_node", [7])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    return graphs.make_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], inits)
+
+
 def _nodes_graphsurgeon_remakes() -> onnx.ModelProto:
     """Nodes graphsurgeon writes back re-made (gs_export.exported_node): a doc string, an explicitly empty
     name, an attribute with a doc string, an INT attribute without its value, a kept ConstantOfShape whose
@@ -140,8 +155,9 @@ def _encoder() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("build", [_shapes_and_constants, _graphsurgeon_quirks, _nodes_graphsurgeon_remakes,
+                                   _consumer_named_like_an_unread_constant,
                                    lambda: builtin_model("transformer"), lambda: builtin_model("t5"), _encoder],
-                         ids=["shapes", "quirks", "remade", "transformer", "t5", "encoder"])
+                         ids=["shapes", "quirks", "remade", "unread_constant_names", "transformer", "t5", "encoder"])
 def test_the_fast_pass_writes_polygraphys_bytes(build):
     prepared = _prepared(build())
     reference_input, fast_input = (onnx.ModelProto.FromString(prepared.SerializeToString()) for _ in range(2))
@@ -198,3 +214,80 @@ def _sanitized_bytes(tmp_path, *, fast: bool) -> bytes:
     (TensorProto.FLOAT16, ["", "batch", None, "x" * 200]), (TensorProto.BFLOAT16, [None] * 70), (1, ["é"])])
 def test_type_bytes_are_make_tensor_type_proto_s(elem_type, dims):
     assert tensor_type_bytes(elem_type, dims) == helper.make_tensor_type_proto(elem_type, dims).SerializeToString()
+
+
+def _shape_gather(index) -> onnx.ModelProto:
+    """Reshape(x, Gather(Shape(x), index)): an index beyond the dims makes graphsurgeon's fold_shape_gather raise."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "index"], ["picked"], name="gather", axis=0),
+             helper.make_node("Reshape", ["x", "picked"], ["y"], name="reshape")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    return graphs.make_model(nodes, [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                             [_ints("index", index)])
+
+
+def test_shape_folding_errors_graphsurgeon_raises_too_take_its_pass_quietly(caplog):
+    caplog.set_level("DEBUG", logger="trtpipe.graph.fast_fold")
+    assert fold_pass(_prepared(_shape_gather([5])), infer_shapes=True, size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
+    assert "shape folding raised IndexError" in caplog.text and "failed" not in caplog.text
+
+
+def test_a_defect_in_the_shape_folding_is_a_warning_not_a_quiet_fallback(caplog, monkeypatch):
+    def defect(self, name):
+        raise KeyError("a defect of the fast path")
+
+    monkeypatch.setattr(fast_fold._Fold, "_shape_gather", defect)
+    caplog.set_level("DEBUG", logger="trtpipe.graph.fast_fold")
+    assert fold_pass(_prepared(_shape_gather([1, 0])), infer_shapes=True,
+                     size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "fast constant folding failed (KeyError" in warnings[0].getMessage()
+
+
+def test_a_crash_of_the_fast_path_fails_the_differential_check(tmp_path, monkeypatch):
+    import argparse
+
+    from bench import same_output
+
+    case = tmp_path / "inputs" / "sanitize" / "shapes"
+    case.mkdir(parents=True)
+    onnx.save(_shapes_and_constants(), str(case / "model.onnx"))
+    args = argparse.Namespace(reference_path=False, stage="sanitize")
+    loggers = [logging.getLogger(name) for name in ("trtpipe", "trtpipe.graph.fast_fold")]
+    levels = [logger.level for logger in loggers]
+    try:
+        same_output.run(tmp_path, "fast", args)
+
+        def crash(self, infer_shapes):
+            raise KeyError("a defect of the fast path")
+
+        monkeypatch.setattr(fast_fold._Fold, "run", crash)
+        same_output.run(tmp_path, "crashed", args)
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+    # The round trip wrote the same file after the crash: the bytes alone would pass.
+    assert (tmp_path / "fast/sanitize/shapes/model.onnx").read_bytes() == \
+        (tmp_path / "crashed/sanitize/shapes/model.onnx").read_bytes()
+    assert same_output.compare(tmp_path, "fast", "fast", "sanitize") == 0
+    assert same_output.compare(tmp_path, "fast", "crashed", "sanitize") == 1
+
+
+def test_each_export_converts_element_types_afresh(monkeypatch):
+    """STYLE: no global state. What graphsurgeon exports an element type as is cached for one export only:
+    two passes over the same model each convert FLOAT once."""
+    from trtpipe.graph import gs_export
+
+    calls = []
+
+    def counted(elem_type):
+        calls.append(elem_type)
+        return original(elem_type)
+
+    original = gs_export.get_numpy_type
+    monkeypatch.setattr(gs_export, "get_numpy_type", counted)
+    model = _prepared(_shapes_and_constants())
+    for _ in range(2):
+        assert fold_pass(onnx.ModelProto.FromString(model.SerializeToString()), infer_shapes=False,
+                         size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is not None
+    assert calls.count(TensorProto.FLOAT) == 2

@@ -109,3 +109,38 @@ def test_what_graphsurgeon_cannot_import_takes_the_round_trip():
         layernorm_fusion._fuse_on_proto(model, working)
     with pytest.raises(UnicodeDecodeError):
         layernorm_fusion._fuse_with_graphsurgeon(model, working)
+
+
+def test_a_graph_input_named_like_the_new_scale_takes_the_round_trip():
+    """The fusion adds its scale as a new initializer; a graph input already of that name (unused here) would
+    make graphsurgeon hold two tensors of one name: the ModelProto path refuses, the round trip writes it."""
+    base = layernorm_form("moments_pow", "rsqrt", affine=False)
+    fused, _ = layernorm_fusion.fuse_layernorms(base)
+    scale = next(node.input[1] for node in fused.graph.node if node.op_type == "LayerNormalization")
+    model = onnx.ModelProto.FromString(base.SerializeToString())
+    model.graph.input.append(helper.make_tensor_value_info(scale, TensorProto.FLOAT, [3]))
+    working, _ = layernorm_fusion._inferred_working_copy(model)
+    with pytest.raises(OutOfScope, match="name is taken"):
+        layernorm_fusion._fuse_on_proto(model, working)
+    slow_model, slow_report = layernorm_fusion._fuse_with_graphsurgeon(model, working)
+    result, report = layernorm_fusion.fuse_layernorms(model)
+    assert report == slow_report and result.SerializeToString() == slow_model.SerializeToString()
+
+
+
+def test_fusions_are_logged_once_when_the_round_trip_takes_over(caplog):
+    """Two custom-domain nodes whose domains are not imported: the ModelProto path matches, then refuses
+    when writing; the round trip finds the same matches. Each fusion is logged once."""
+    model = layernorm_form("moments_pow", "rsqrt", affine=False)
+    for index, domain in enumerate(("com.a", "com.b")):
+        output = f"custom{index}"
+        model.graph.node.append(helper.make_node("Foo", [model.graph.output[0].name], [output],
+                                                 name=output, domain=domain))
+        model.graph.output.append(helper.make_tensor_value_info(output, TensorProto.FLOAT, None))
+    caplog.set_level("DEBUG", logger="trtpipe.graph.layernorm_fusion")
+    _, report = layernorm_fusion.fuse_layernorms(model)
+    assert report["fused"]
+    assert "LayerNorm fusion through onnx-graphsurgeon" in caplog.text  # the ModelProto path gave up
+    messages = [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith(("fused ", "LayerNorm at "))]
+    assert len(messages) == len(report["fused"]) + len(report["refused"]) == len(set(messages))

@@ -14,7 +14,8 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
   Shape/Gather/Slice passes (gather, then slice, then shape, each followed by
   a new foldable walk) turn shapes of statically known dims into constants;
 - every foldable tensor graphsurgeon would evaluate (its consumers' *node
-  names* are not constant tensor names, or it has none) is computed in one
+  names* are not names of the constants `Graph.tensors()` reaches, or it has
+  none) is computed in one
   ONNX Runtime session, default options as graphsurgeon's, and written with
   `onnx.helper.make_tensor(raw=True)`;
 - the producers lose the folded outputs, `cleanup()` keeps what the graph
@@ -76,6 +77,8 @@ ENABLED = True
 GS_SPECIAL_OPS = frozenset({"Constant", "Shape", "Gather", "Slice", "Cast", "If"}) | NEVER_FOLDED | CAST_ELISION_OPS
 RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                         "Bernoulli"})
+# What graphsurgeon's fold_shape_gather/fold_shape_slice raise on the values they index and slice with.
+GS_SHAPE_FOLDING_ERRORS = (IndexError, TypeError, ValueError, OverflowError)
 FLOAT_TO = 1  # Cast's `to` for FLOAT, as graphsurgeon's cast elision compares it
 
 
@@ -180,9 +183,10 @@ class _Fold(ShapeFolding):
                     continue
                 try:
                     value = fold(name)
-                except OutOfScope:
-                    raise
-                except Exception as error:  # graphsurgeon would abandon this routine half-way: its own pass
+                except GS_SHAPE_FOLDING_ERRORS as error:
+                    # graphsurgeon's routine raises these too (an index out of the dims, a non-integer index
+                    # or bound, a zero step, an empty bound) and is abandoned half-way: its own pass runs.
+                    # Anything else is a defect here and reaches fold_pass's warning.
                     raise OutOfScope(f"shape folding raised {type(error).__name__}") from error
                 if value is not None:
                     self.shape_values[name] = value
@@ -215,8 +219,10 @@ class _Fold(ShapeFolding):
         wanted = []
         for name in self.foldable - self.constants:
             readers = self.consumers.get(name, [])
-            # graphsurgeon compares its consumers' *node* names with the constant tensor names.
-            if readers and all(self.names[i] in self.foldable for i in readers):
+            # graphsurgeon compares its consumers' *node* names with the constant tensor names it found in
+            # `Graph.tensors()` (graph inputs, node inputs and outputs, graph outputs): an initializer or a
+            # lowered Constant no node reads is not among them.
+            if readers and all(self._is_constant_tensor_name(self.names[i]) for i in readers):
                 continue
             info = self.values.get(name)
             if info is not None and info[1] is not None and not any(_dynamic(dim) for dim in info[1]):
@@ -225,6 +231,13 @@ class _Fold(ShapeFolding):
                         "a foldable tensor over the size threshold")
             wanted.append(name)
         return sorted(wanted, key=self.producer.__getitem__)
+
+    def _is_constant_tensor_name(self, name: str) -> bool:
+        """`name in graph_constants` in graphsurgeon: a foldable tensor `Graph.tensors()` reaches, i.e. one a
+        node reads or a node other than a lowered Constant writes (graph inputs and outputs are never
+        constants here: refused at import)."""
+        return name in self.foldable and (name in self.consumers
+                                          or (name in self.producer and name not in self.lowered))
 
     def _evaluate(self, names: list[str]) -> dict[str, np.ndarray]:
         """`names` computed in one ONNX Runtime session, as graphsurgeon's graph copy would be."""

@@ -182,6 +182,7 @@ class ValueInfos:
             self._values.setdefault(value.name, value)
         self._known: dict[str, tuple] = {}  # name -> (info, the exported TypeProto's bytes or None)
         self._by_type: dict[bytes, tuple] = {}
+        self._elem_types: dict[int, int] = {}  # ONNX element type -> as exported (this export's, not global)
 
     def __contains__(self, name: str) -> bool:
         return name in self._values
@@ -200,7 +201,7 @@ class ValueInfos:
                 key = value.type.SerializeToString()
                 known = self._by_type.get(key)
                 if known is None:
-                    info = type_info(value)
+                    info = type_info(value, self._elem_types)
                     known = self._by_type[key] = (info, None if info is None else tensor_type_bytes(*info))
             self._known[name] = known
         return known
@@ -223,27 +224,25 @@ class ValueInfos:
         return onnx.ValueInfoProto.FromString(data)
 
 
-def type_info(value: onnx.ValueInfoProto) -> tuple[int, list | None] | None:
-    """graphsurgeon's exported element type and its shape of a tensor typed by `value` (None: no type)."""
+def type_info(value: onnx.ValueInfoProto, elem_types: dict[int, int]) -> tuple[int, list | None] | None:
+    """graphsurgeon's exported element type and its shape of a tensor typed by `value` (None: no type);
+    `elem_types` caches the element types converted so far, for one export."""
     if value.type.ByteSize() == 0:
         return None
     require(value.type.WhichOneof("value") == "tensor_type", f"{value.name!r} is not a tensor")
-    return _exported_elem_type(value.type.tensor_type.elem_type, value), get_onnx_tensor_shape(value)
+    return _exported_elem_type(value.type.tensor_type.elem_type, value, elem_types), get_onnx_tensor_shape(value)
 
 
-_EXPORTED_ELEM_TYPES: dict[int, int] = {}
-
-
-def _exported_elem_type(elem_type: int, value: onnx.ValueInfoProto) -> int:
+def _exported_elem_type(elem_type: int, value: onnx.ValueInfoProto, cache: dict[int, int]) -> int:
     """`dtype_to_onnx(get_onnx_tensor_dtype(value))`: the element type after graphsurgeon's NumPy round trip
     (read through `get_numpy_type`, as `get_onnx_tensor_dtype` does, without its log line)."""
-    if elem_type not in _EXPORTED_ELEM_TYPES:
+    if elem_type not in cache:
         try:
             dtype = get_numpy_type(elem_type)
-            _EXPORTED_ELEM_TYPES[elem_type] = dtype_to_onnx(elem_type if dtype is None else dtype)
+            cache[elem_type] = dtype_to_onnx(elem_type if dtype is None else dtype)
         except Exception as error:  # an element type graphsurgeon cannot convert: its own round trip decides
             raise OutOfScope(f"element type {elem_type} of {value.name!r}") from error
-    return _EXPORTED_ELEM_TYPES[elem_type]
+    return cache[elem_type]
 
 
 def tensor_type_bytes(elem_type: int, dims: list | None) -> bytes:
@@ -360,8 +359,11 @@ def export_like_graphsurgeon(working: onnx.ModelProto, nodes: list[onnx.NodeProt
     and `new_initializers` added, after `cleanup().toposort()`. `check_scope(working)` must have passed."""
     graph = working.graph
     initializers = {tensor.name: tensor for tensor in graph.initializer}
-    require(not set(new_initializers) & (set(initializers) | {name for node in nodes for name in node.output}),
-            "a new initializer's name is taken")
+    # A graph input or output of that name too: graphsurgeon would hold two tensors of one name (which one
+    # its export keeps is not reproduced here).
+    taken = {*initializers, *(name for node in nodes for name in node.output),
+             *(value.name for value in [*graph.input, *graph.output])}
+    require(not set(new_initializers) & taken, "a new initializer's name is taken")
     initializers.update(new_initializers)
     values = ValueInfos(graph, initializers)
     require(not any(value.name in initializers for value in graph.output), "a graph output is an initializer")

@@ -20,7 +20,9 @@ Decisions:
   `/LayerNormalization`), made unique; the absorbed names are returned and
   recorded in the model metadata (`absorbed_nodes`).
 - A refusal is logged at INFO with its reason and returned, once per anchor
-  (the first ReduceMean), unless a later pattern variant fused that anchor.
+  (the first ReduceMean), unless a later pattern variant fused that anchor;
+  refusals and fusions are logged from the report of the path that wrote the
+  model (once, also when the ModelProto path gave up for the round trip).
 - Linear in graph size: producer/consumer indexes are built once, and each
   candidate root costs a bounded pattern walk.
 - Two paths, one result: the ModelProto path (layernorm_proto.py: proto_view for
@@ -87,10 +89,21 @@ def _fuse(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict, onnx.ModelProt
         )
     working, inferred_copy = _inferred_working_copy(model)
     try:
-        return (*_fuse_on_proto(model, working), inferred_copy)
+        fused, report = _fuse_on_proto(model, working)
     except OutOfScope as why:
         logger.debug("LayerNorm fusion through onnx-graphsurgeon: %s", why)
-    return (*_fuse_with_graphsurgeon(model, working), inferred_copy)
+        fused, report = _fuse_with_graphsurgeon(model, working)
+    _log(report)
+    return fused, report, inferred_copy
+
+
+def _log(report: dict) -> None:
+    """Decision: logged once the path that writes the model has finished (the ModelProto path may refuse
+    after matching, and the round trip then finds the same matches)."""
+    for entry in report["refused"]:
+        logger.info("LayerNorm at %s not fused: %s", entry["anchor"], entry["reason"])
+    for entry in report["fused"]:
+        logger.info("fused %d nodes into %s (axis %d)", len(entry["absorbed"]), entry["node"], entry["axis"])
 
 
 def _inferred_working_copy(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto]:
@@ -140,7 +153,7 @@ def _fuse_with_graphsurgeon(model: onnx.ModelProto, working: onnx.ModelProto) ->
 
 
 def _fused_entry(found: Match, taken_names: set[str], notes: dict[str, str], report: dict) -> str:
-    """Name the fused node (unique), add its report entry and log it; returns the name."""
+    """Name the fused node (unique) and add its report entry; returns the name."""
     absorbed = [node.name for node in found.ordered_nodes() if node.name]
     name = unique_name(_fused_name(absorbed), taken_names)
     taken_names.add(name)
@@ -149,7 +162,6 @@ def _fused_entry(found: Match, taken_names: set[str], notes: dict[str, str], rep
     if found.nodes[ANCHOR].name in notes:
         entry["note"] = f"gamma/beta left as Mul/Add: {notes[found.nodes[ANCHOR].name]}"
     report["fused"].append(entry)
-    logger.info("fused %d nodes into %s (axis %d)", len(absorbed), name, -count)
     return name
 
 
@@ -209,8 +221,6 @@ def _find_matches(candidates, graph_outputs: set[str]) -> tuple[list[Match], lis
             elif anchor not in reasons:
                 reasons[anchor] = reason
     refused = [{"anchor": a, "reason": r} for a, r in reasons.items() if a not in fused_anchors]
-    for entry in refused:
-        logger.info("LayerNorm at %s not fused: %s", entry["anchor"], entry["reason"])
     notes = {a: r for a, r in reasons.items() if a in fused_anchors}
     return accepted, refused, notes
 
