@@ -357,3 +357,14 @@ def test_each_body_is_judged_by_its_own_types_however_many_bodies():
     got = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for want, have in zip(expected, got):
         np.testing.assert_array_equal(want, have)
+
+
+def test_the_report_forgets_removed_casts_it_listed_as_added_or_reused():
+    """Review: `details.materialize.casts_reused` could still name an author's Cast the pass removed."""
+    from trtpipe.precision.redundant_casts import forget_removed_casts
+
+    report = {"casts_added": {"count": 2, "casts": [{"name": "added_a"}, {"name": "added_b"}]},
+              "casts_reused": [{"cast": "authored_1", "tensor": "t"}, {"cast": "authored_2", "tensor": "u"}]}
+    forget_removed_casts(report, [{"name": "added_b"}, {"name": "authored_1"}])
+    assert report["casts_added"] == {"count": 1, "casts": [{"name": "added_a"}]}
+    assert report["casts_reused"] == [{"cast": "authored_2", "tensor": "u"}]

@@ -222,10 +222,12 @@ def _target(cast: onnx.NodeProto) -> int | None:
 
 
 def forget_removed_casts(report: dict, removed: list[dict]) -> None:
-    """The materialiser's report (`casts_added`) without the added Casts this pass removed."""
+    """The materialiser's report without the Casts this pass removed: `casts_added`, and the
+    author's Casts it lists as reused (`casts_reused`; their readers now read the Cast's input)."""
     names = {entry["name"] for entry in removed}
     kept = [cast for cast in report["casts_added"]["casts"] if cast["name"] not in names]
     report["casts_added"] = {"count": len(kept), "casts": kept}
+    report["casts_reused"] = [entry for entry in report.get("casts_reused", []) if entry["cast"] not in names]
 
 
 def record_removals(document: dict, removed: list[dict]) -> None:

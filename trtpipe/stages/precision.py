@@ -39,7 +39,8 @@ class PlanPrecision(Stage):
     # 20: normalization-input regions decided after the user rules (a region follows its group's final
     #     FP32-ness), walked through shape-only nodes and nodes already FP32; reasons in the planned
     #     type's rounding, per node
-    version = "20"
+    # 21: details.materialize.casts_reused no longer lists an author's Cast the redundant pass removed
+    version = "21"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
