@@ -62,12 +62,17 @@ def _ratio(a: dict, b: dict) -> str:
     return f"{a['median'] / b['median']:.2f}" if _ok(a) and _ok(b) else "-"
 
 
-def _print_time_table(results: list[dict]) -> None:
-    print("\nWhole path from the raw export, median seconds (runs)")
-    header = (f"{'model':<16}{'nodes':>6} | {'load+save':>10}{'trtpipe':>14}{'trt/io':>8} | "
-              f"{'AC matched':>14}{'AC defaults':>14} | {'trt/ACm':>8}{'trt/ACd':>8}")
+def _print_header(title: list[str], header: str) -> None:
+    """A table's title lines (after a blank line), its header and a rule as wide as the header."""
+    print("\n" + "\n".join(title))
     print(header)
     print("-" * len(header))
+
+
+def _print_time_table(results: list[dict]) -> None:
+    _print_header(["Whole path from the raw export, median seconds (runs)"],
+                  f"{'model':<16}{'nodes':>6} | {'load+save':>10}{'trtpipe':>14}{'trt/io':>8} | "
+                  f"{'AC matched':>14}{'AC defaults':>14} | {'trt/ACm':>8}{'trt/ACd':>8}")
     for r in results:
         io, t, m, d = r["load_save"], r["trtpipe"], r["autocast_matched"], r["autocast_defaults"]
         io_side = {**io, "status": "ok"}
@@ -80,11 +85,8 @@ def _print_time_table(results: list[dict]) -> None:
 
 
 def _print_plan_table(results: list[dict], run: str, label: str) -> None:
-    print(f"\nPlans: trtpipe (its recipe) / AutoCast {label}")
-    header = (f"{'model':<16} | {'Casts':>11} | {'FP32 nodes':>11} | {'FP16 FLOPs':>13} | "
-              f"{'excl ok of N':>16}")
-    print(header)
-    print("-" * len(header))
+    _print_header([f"Plans: trtpipe (its recipe) / AutoCast {label}"],
+                  f"{'model':<16} | {'Casts':>11} | {'FP32 nodes':>11} | {'FP16 FLOPs':>13} | {'excl ok of N':>16}")
     for r in results:
         t, a = r["trtpipe"], r[run]
         if not _ok(t):
@@ -97,12 +99,10 @@ def _print_plan_table(results: list[dict], run: str, label: str) -> None:
 
 
 def _print_accuracy_table(results: list[dict]) -> None:
-    print("\nAccuracy on held-out inputs under the FP16 emulation: median per-sample rel_l2, and the paired")
-    print("ratio trtpipe / AutoCast (median over samples) with its sign-test 95% interval and verdict")
-    header = (f"{'model':<16}{'output':<20}{'samples':>8} | {'rel_l2 trtpipe / ACm / ACd':>29} | "
-              f"{'vs AC matched':>38} | {'vs AC defaults':>38} | nonfinite")
-    print(header)
-    print("-" * len(header))
+    _print_header(["Accuracy on held-out inputs under the FP16 emulation: median per-sample rel_l2, and the paired",
+                   "ratio trtpipe / AutoCast (median over samples) with its sign-test 95% interval and verdict"],
+                  f"{'model':<16}{'output':<20}{'samples':>8} | {'rel_l2 trtpipe / ACm / ACd':>29} | "
+                  f"{'vs AC matched':>38} | {'vs AC defaults':>38} | nonfinite")
     for r in results:
         t = r["trtpipe"]
         if not _ok(t):
