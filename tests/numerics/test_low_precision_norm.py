@@ -10,11 +10,11 @@ from onnx import TensorProto, helper, numpy_helper
 from trtpipe.numerics.emulator import EmulatedRunner
 
 
-def _fp16_layernorm(opset: int, with_bias: bool = True):
+def _fp16_layernorm(opset: int, with_bias: bool = True, axis: int = -1):
     inputs = ["x", "gamma", "beta"] if with_bias else ["x", "gamma"]
     inits = [numpy_helper.from_array(np.linspace(0.5, 1.5, 8).astype(np.float16), "gamma"),
              numpy_helper.from_array(np.linspace(-0.2, 0.2, 8).astype(np.float16), "beta")]
-    graph = helper.make_graph([helper.make_node("LayerNormalization", inputs, ["y"], name="ln", axis=-1)], "g",
+    graph = helper.make_graph([helper.make_node("LayerNormalization", inputs, ["y"], name="ln", axis=axis)], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [3, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3, 8])],
                               inits[: len(inputs) - 1])
@@ -51,3 +51,12 @@ def test_statistics_are_computed_and_rounded_in_fp16(opset, with_bias):
     fp32 = (x32 - x32.mean(-1, keepdims=True)) / np.sqrt(x32.var(-1, keepdims=True) + 1e-5) * gamma
     fp32 = fp32 + (beta if with_bias else 0)
     assert np.abs(y[:2] - fp32).max() < 1e-2
+
+
+def test_a_non_negative_axis_is_emulated_in_fp16_too():
+    """Review: the rank was never passed, so axis=1 (as some exporters write it) silently fell back to
+    FP32 statistics with a note; the rank now comes from shape inference."""
+    x = (np.random.default_rng(1).normal(0, 1, (3, 8)) * np.array([[1], [30], [400]])).astype(np.float16)
+    runner = EmulatedRunner(_fp16_layernorm(17, axis=1))
+    assert not [note for note in runner.notes if "LayerNormalization" in note]
+    np.testing.assert_array_equal(runner.run({"x": x})["y"], EmulatedRunner(_fp16_layernorm(17)).run({"x": x})["y"])

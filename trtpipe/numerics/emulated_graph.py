@@ -242,13 +242,17 @@ class _Rewriter:
         if node.op_type == "LayerNormalization" and self.types.get(node.output[0]) in LOW_PRECISION_TYPES:
             # TensorRT's strongly typed normalization computes in its input's type (X and Y share
             # the type T; X may be renamed at entry already): low_precision_norm.py.
-            replaced = layernorm_in_low_precision(node, self.types.get(node.output[0]), self.opset, None,
-                                                  UNROUNDED_SUFFIX)
+            replaced = layernorm_in_low_precision(node, self.types.get(node.output[0]), self.opset,
+                                                  self._rank(node.input[0]), UNROUNDED_SUFFIX)
             if replaced is not None:
                 return replaced
             self.notes.append(f"LayerNormalization {node.name!r}: statistics computed in FP32 (axis >= 0 of "
                               "unknown rank, or Mean/InvStdDev outputs): the emulation may be optimistic")
         return [node, *self._round_outputs(node)]
+
+    def _rank(self, name: str) -> int | None:
+        """The rank shape inference gave `name` (or the graph input it enters as, `<name>__trtpipe_fp32`)."""
+        return self.types.ranks.get(name.removesuffix(ENTRY_SUFFIX))
 
     def _rewrite_cast(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
         to = next(a.i for a in node.attribute if a.name == "to")

@@ -31,9 +31,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-ROUNDED_TYPES = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
-_NUMPY = {TensorProto.FLOAT16: np.float16}
-
 
 def layernorm_in_low_precision(node: onnx.NodeProto, low_type: int, opset: int, rank: int | None,
                                unrounded_suffix: str) -> list[onnx.NodeProto] | None:

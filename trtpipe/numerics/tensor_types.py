@@ -33,10 +33,12 @@ from trtpipe.numerics.rounding import is_float_type
 
 @dataclass
 class TensorTypes:
-    """`types`: tensor name -> ONNX element type; `assumed`: tensor name -> why FP32 was assumed."""
+    """`types`: tensor name -> ONNX element type; `assumed`: tensor name -> why FP32 was assumed;
+    `ranks`: tensor name -> rank, where shape inference knows it."""
 
     types: dict[str, int]
     assumed: dict[str, str] = field(default_factory=dict)
+    ranks: dict[str, int] = field(default_factory=dict)
 
     def get(self, name: str) -> int:
         return self.types.get(name, TensorProto.UNDEFINED)
@@ -49,13 +51,21 @@ def infer_tensor_types(model: onnx.ModelProto, inferred: onnx.ModelProto | None 
     types: dict[str, int] = {}
     for graph in all_graphs(inferred.graph):
         collect_declared(graph, types)
-    result = TensorTypes(types)
+    result = TensorTypes(types, ranks=_ranks(inferred))
     opsets = {entry.domain or "": entry.version for entry in model.opset_import}
     for graph in all_graphs(inferred.graph):
         for node in graph.node:
             _fill_from_schema(node, result, opsets)
     return result
 
+
+def _ranks(inferred: onnx.ModelProto) -> dict[str, int]:
+    ranks = {}
+    for graph in all_graphs(inferred.graph):
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+                ranks[value.name] = len(value.type.tensor_type.shape.dim)
+    return ranks
 
 
 def collect_declared(graph: onnx.GraphProto, types: dict[str, int]) -> None:
