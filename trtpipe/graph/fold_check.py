@@ -40,10 +40,10 @@ from onnx import numpy_helper
 
 from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.weights_on_disk import is_on_disk
+from trtpipe.graph.subgraphs import has_body
 
 NEVER_FOLDED = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 CAST_ELISION_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Greater", "Less", "Concat"})
-SUBGRAPH_ATTRIBUTE_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # Constant is lowered; the standard ops with bodies (If, Loop, Scan, SequenceMap) are folded and
 # flattened recursively, which is not analysed here. Checking the op type rather than every
 # attribute's type keeps this test a small fraction of one folding pass.
@@ -62,7 +62,7 @@ def may_fold(model: onnx.ModelProto) -> bool:
     for node in graph.node:
         if node.op_type in ALWAYS_MAY_FOLD:
             return True
-        if node.domain not in DEFAULT_DOMAINS and any(a.type in SUBGRAPH_ATTRIBUTE_TYPES for a in node.attribute):
+        if node.domain not in DEFAULT_DOMAINS and has_body(node):
             return True  # a custom op with a body (standard ops with bodies are in ALWAYS_MAY_FOLD)
         inputs = [name for name in node.input if name]
         if node.op_type not in NEVER_FOLDED and all(name in constant for name in inputs):

@@ -49,7 +49,8 @@ from onnx import TensorProto
 from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 from onnx_graphsurgeon.importers.onnx_importer import get_numpy_type, get_onnx_tensor_shape
 
-from trtpipe.graph.gs_order import SUBGRAPH_ATTRIBUTE_TYPES, _level_order, _used
+from trtpipe.graph.gs_order import _level_order, _used
+from trtpipe.graph.subgraphs import SUBGRAPH_ATTRIBUTE_TYPES
 
 NODE_FIELDS = frozenset({"input", "output", "name", "op_type", "domain", "attribute"})
 VALUE_FIELDS = {onnx.AttributeProto.FLOAT: "f", onnx.AttributeProto.INT: "i", onnx.AttributeProto.STRING: "s",

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import onnx
 
-SUBGRAPH_ATTRIBUTE_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+from trtpipe.graph.subgraphs import has_body
+
 
 
 def cleaned_and_sorted(model: onnx.ModelProto, *, cleanup: bool) -> onnx.ModelProto | None:
@@ -38,7 +39,7 @@ def cleaned_and_sorted(model: onnx.ModelProto, *, cleanup: bool) -> onnx.ModelPr
     nodes = list(graph.node)
     inputs, producer = [], {}
     for index, node in enumerate(nodes):
-        if any(a.type in SUBGRAPH_ATTRIBUTE_TYPES for a in node.attribute):
+        if has_body(node):
             return None
         inputs.append([name for name in node.input if name])
         for name in node.output:

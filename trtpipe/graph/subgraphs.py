@@ -7,6 +7,14 @@ from collections.abc import Iterator
 import onnx
 
 
+SUBGRAPH_ATTRIBUTE_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def has_body(node: onnx.NodeProto) -> bool:
+    """Whether `node` holds a graph in an attribute (If/Loop/Scan bodies, a custom op's graph)."""
+    return any(attribute.type in SUBGRAPH_ATTRIBUTE_TYPES for attribute in node.attribute)
+
+
 def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """`graph` and every subgraph in its nodes' attributes, nested, outer graphs first."""
     yield graph

@@ -51,7 +51,7 @@ def reason_kind(net: Network, decisions: dict[str, Decision], name: str) -> str:
         decision = decisions[current]
         if not decision.reason.startswith(JOINED):
             return _kind(decision)
-        for other in _neighbours(net, current):
+        for other in net.neighbours(current):
             if other not in seen and decisions[other].precision == "fp32":
                 seen.add(other)
                 queue.append(other)
@@ -66,8 +66,3 @@ def _kind(decision: Decision) -> str:
     head = decision.reason.split(":")[0]
     return "constant" if head.startswith("constant ") else head
 
-
-def _neighbours(net: Network, name: str) -> list[str]:
-    node = net.nodes[name]
-    found = [net.producer[t] for t in node.input if t in net.producer]
-    return found + [c for t in node.output for c in net.consumers.get(t, [])]

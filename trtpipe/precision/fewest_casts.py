@@ -26,7 +26,7 @@ Decisions:
   FP16 before, so a Cast of it to FP16 holds a checked value).
 - Main graph only: If/Loop/Scan bodies and their nodes keep their plan (the
   materialiser serves bodies from their own scope), and so do the producers of
-  tensors bodies read from the outer scope (`_read_in_bodies`).
+  tensors bodies read from the outer scope (`Network.tensors_read_in_bodies`).
 - Consumers that read any type (Cast, shape ops, nodes without float output) and
   constants (weights are stored in the type their readers need, no Cast) cost nothing.
 """
@@ -53,7 +53,10 @@ _LABEL_OF_TYPE = {onnx.TensorProto.FLOAT: FP32, onnx.TensorProto.FLOAT16: LOW, o
 
 def fewest_casts(net: Network, decisions: dict[str, Decision], keep_io_types: bool) -> dict:
     """Move (in place) the cheap default nodes whose FP32 removes Casts; returns the plan's record."""
-    read_in_bodies = _read_in_bodies(net)
+    # Decision: producers of tensors read in If/Loop/Scan bodies stay as planned; the materialiser gives
+    # each body its own Cast of such a read, which this cost model does not count (moving the producer
+    # could add a Cast per body: 7 -> 9 with three Ifs, found in review).
+    read_in_bodies = net.tensors_read_in_bodies()
     movable = [n for n in net.names if _movable(net, decisions, n)
                and not any(t in read_in_bodies for t in net.nodes[n].output)]
     # Decision: an insertion-ordered set (network order), not a set: iterating a set of names follows
@@ -70,13 +73,6 @@ def fewest_casts(net: Network, decisions: dict[str, Decision], keep_io_types: bo
             decisions[name].observed_max_abs)
     log.info("fewest Casts: %d cheap node(s) join FP32 islands, Casts %d -> %d", len(moved), before, after)
     return {"casts_before": before, "casts_after": after, "moved": moved}
-
-
-def _read_in_bodies(net: Network) -> set[str]:
-    """Outer-scope tensors read by If/Loop/Scan body nodes. Decision: their producers stay as planned;
-    the materialiser gives each body its own Cast of such a read, which this cost model does not count
-    (moving the producer could add a Cast per body: 7 -> 9 with three Ifs, found in review)."""
-    return {t for n in net.names if n in net.parent for t in net.nodes[n].input if t}
 
 
 def _movable(net: Network, decisions: dict[str, Decision], name: str) -> bool:

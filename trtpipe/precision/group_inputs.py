@@ -97,7 +97,7 @@ def input_decisions(net: Network, decisions: dict[str, Decision], groups: dict[s
     `fp32_groups`) that are still FP32 after the user rules (module docstring). `observed`: the reference
     run (auto_range.Observed) or None; `low`: the planned low-precision type."""
     unit, unit_text, type_text = UNIT_ROUNDING[low]
-    read_in_bodies = {t for n in net.names if n in net.parent for t in net.nodes[n].input if t}
+    read_in_bodies = net.tensors_read_in_bodies()
 
     def main_graph(name: str) -> bool:
         return name not in net.parent and not any(t in read_in_bodies for t in net.nodes[name].output)
@@ -181,17 +181,12 @@ def _external_inputs(net: Network, names: list[str], inside: set[str]) -> list[s
     return seen
 
 
-def _neighbours(net: Network, name: str) -> list[str]:
-    node = net.nodes[name]
-    found = [net.producer[t] for t in node.input if t in net.producer]
-    return found + [c for t in node.output for c in net.consumers.get(t, [])]
-
 
 def _region(net: Network, walkable: Callable[[str], bool], start: str) -> set[str]:
     """`start` and the walkable nodes connected to it through walkable nodes."""
     seen, queue = {start}, deque([start])
     while queue:
-        for other in _neighbours(net, queue.popleft()):
+        for other in net.neighbours(queue.popleft()):
             if other not in seen and walkable(other):
                 seen.add(other)
                 queue.append(other)
@@ -236,7 +231,7 @@ def _served_by(net: Network, region: set[str], served: dict[str, str], name: str
                 if hit:
                     return hit[0], downstream
             nexts = ([c for t in outputs for c in net.consumers.get(t, [])] if downstream
-                     else _neighbours(net, current))
+                     else net.neighbours(current))
             for other in sorted(set(nexts), key=net.position.__getitem__):
                 if other in region and other not in seen:
                     seen.add(other)

@@ -29,7 +29,7 @@ import onnx
 
 from trtpipe.errors import UserError
 from trtpipe.graph.scopes import node_subgraphs, rename_sibling_collisions, scoped_nodes
-from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.graph.subgraphs import all_graphs, has_body
 from trtpipe.graph.value_info import infer_shapes, inferred_copy
 from trtpipe.precision.casts import BoundaryCasts, available_by_type
 from trtpipe.precision.element_types import RETYPABLE, VALID_PRECISIONS, short_name
@@ -177,10 +177,9 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
 
 def _has_bodies(graph: onnx.GraphProto) -> bool:
     """Whether a node holds a body (an attribute of graph type, as `node_subgraphs` reads them)."""
-    return any(attribute.type in _BODY_ATTRIBUTES for node in graph.node for attribute in node.attribute)
+    return any(has_body(node) for node in graph.node)
 
 
-_BODY_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def _name_body_nodes(graph: onnx.GraphProto) -> list[str]:

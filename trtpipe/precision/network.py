@@ -64,6 +64,16 @@ class Network:
         """node name -> its index in `names` (the topological order), built once."""
         return {name: index for index, name in enumerate(self.names)}
 
+    def neighbours(self, name: str) -> list[str]:
+        """The nodes producing `name`'s inputs, then those reading its outputs (graph edges both ways)."""
+        node = self.nodes[name]
+        found = [self.producer[t] for t in node.input if t in self.producer]
+        return found + [c for t in node.output for c in self.consumers.get(t, [])]
+
+    def tensors_read_in_bodies(self) -> set[str]:
+        """Tensors read by nodes inside If/Loop/Scan bodies (outer-scope reads included)."""
+        return {t for n in self.names if n in self.parent for t in self.nodes[n].input if t}
+
     def is_float(self, tensor: str) -> bool:
         return self.tensor_types.get(tensor) in FLOAT_TYPES
 

@@ -48,6 +48,7 @@ from trtpipe.precision.element_types import (
     schema_type_name,
 )
 from trtpipe.precision.type_rules import OpTypeRules, op_type_rules
+from trtpipe.graph.subgraphs import has_body
 
 # Inputs the ONNX schema lets differ in type but TensorRT does not: its ONNX parser maps
 # Pow to an IElementWiseLayer, whose two operands must have one type in a strongly typed
@@ -56,7 +57,6 @@ SAME_TYPE_AS_NODE = {("", "Pow"): frozenset({1}), ("ai.onnx", "Pow"): frozenset(
 
 # Ops whose types are the author's decision even when the plan names a precision.
 AUTHOR_TYPED_OPS = frozenset({"CastLike"})
-_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def decide_node_types(
     if decided is None:
         return _decide_node_types(node, precision, types, opsets)
     key = (precision, node.domain, node.op_type, opsets.get(node.domain),
-           any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute),
+           has_body(node),
            tuple((bool(name), types.get(name)) for name in node.input),
            tuple((bool(name), types.get(name)) for name in node.output))
     found = decided.get(key)
@@ -124,7 +124,7 @@ def _decide_node_types(
         return _without_float_output(node, types, opsets)
     if precision == KEEP or node.op_type in AUTHOR_TYPED_OPS:
         return as_authored(node, types)
-    if any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute):
+    if has_body(node):
         # Its bodies' nodes carry the precision (materialize.py); its own inputs and outputs keep
         # the authored types, which is the plan, not a precision that failed to apply.
         return as_authored(node, types)
@@ -156,7 +156,7 @@ def _without_float_output(node: onnx.NodeProto, types: dict[str, int], opsets: d
     kept = as_authored(node, types)
     opset = opsets.get(node.domain)
     rules = op_type_rules(node.domain, node.op_type, opset) if opset is not None else None
-    if rules is None or any(attribute.type in _GRAPH_ATTRIBUTES for attribute in node.attribute):
+    if rules is None or has_body(node):
         return kept
     inputs_of, outputs_of = _bindings(node, rules)
     for variable, indices in inputs_of.items():

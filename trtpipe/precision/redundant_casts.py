@@ -52,6 +52,7 @@ from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.precision.element_types import is_lossless, short_name
 from trtpipe.precision.graph_index import outer_names_read_by_subgraphs
 from trtpipe.numerics.tensor_types import collect_declared
+from trtpipe.graph.subgraphs import has_body
 
 # Significand bits (implicit bit included) of the float types an integer may pass through.
 _SIGNIFICAND_BITS = {TensorProto.FLOAT16: 11, TensorProto.BFLOAT16: 8, TensorProto.FLOAT: 24, TensorProto.DOUBLE: 53}
@@ -119,7 +120,7 @@ def _simplify(graph: onnx.GraphProto, enclosing: list[_Scope], removed: list[dic
     """Both rewrites on `graph`, then on its bodies; appends the removed Casts in graph order."""
     scopes = [*enclosing, _Scope(graph)]
     nodes = list(graph.node)
-    with_bodies = [node for node in nodes if _has_body(node)]
+    with_bodies = [node for node in nodes if has_body(node)]
     cast_at = {node.output[0]: position for position, node in enumerate(nodes) if _is_cast(node)}
     if cast_at:
         outputs = {value.name for value in graph.output}
@@ -128,7 +129,7 @@ def _simplify(graph: onnx.GraphProto, enclosing: list[_Scope], removed: list[dic
         reasons.update(_dead_casts(nodes, cast_at, outputs, body_reads, reasons))
         if reasons:
             _remove(graph, nodes, reasons)
-            with_bodies = [node for node in graph.node if _has_body(node)]  # the graph holds copies now
+            with_bodies = [node for node in graph.node if has_body(node)]  # the graph holds copies now
             removed += [{"name": nodes[p].name, "graph": graph.name, "reason": reasons[p]} for p in sorted(reasons)]
     for node in with_bodies:
         for attribute in node.attribute:
@@ -198,9 +199,6 @@ def _dead_casts(nodes: list, cast_at: dict[str, int], outputs: set[str], body_re
             queue.append(cast_at[node.input[0]])
     return dead
 
-
-def _has_body(node: onnx.NodeProto) -> bool:
-    return any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute)
 
 
 def _element_types(graph: onnx.GraphProto) -> dict[str, int]:
