@@ -65,6 +65,13 @@ def test_the_build_stage_records_it_in_parser_support_json_and_warns(tmp_path, c
 
 def test_the_printed_rule_is_a_valid_override():
     register_configs()
-    cfg = compose_checked(conf_dir(), ["+recipe=transformer_fp16", pin_rule("GridSample")])
+    import shlex
+    import subprocess
+
+    words = shlex.split(pin_rule("GridSample"))  # what a shell hands trtpipe when the rule is pasted
+    assert len(words) == 1
+    echoed = subprocess.run(["bash", "-c", f"printf '%s\\n' {pin_rule('GridSample')}"], capture_output=True, text=True)
+    assert echoed.stdout.splitlines() == words  # bash too: no brace expansion
+    cfg = compose_checked(conf_dir(), ["+recipe=transformer_fp16", words[0]])
     rule = cfg.precision.rules["keep_gridsample"]
     assert (rule.match, rule.pattern, rule.precision) == ("op_type", "GridSample", "fp32")

@@ -48,9 +48,13 @@ def plan_precision_findings(plan: Mapping, table: ParserOps) -> list[dict]:
 
 
 def pin_rule(op_type: str) -> str:
-    """A precision rule keeping every node of this op type in FP32."""
+    """A precision rule keeping every node of this op type in FP32, as one shell word that works pasted:
+    quoted (a brace expansion in bash split the unquoted form in three), and `++` (adds the rule or
+    replaces one of that name; `+` fails when it exists: config/append_hint.py)."""
+    from trtpipe.config.override_text import shell_quoted
+
     name = "".join(c if c.isalnum() else "_" for c in op_type.lower())
-    return f"+precision.rules.keep_{name}={{match:op_type,pattern:{op_type},precision:fp32}}"
+    return shell_quoted(f"++precision.rules.keep_{name}={{match:op_type,pattern:{op_type},precision:fp32}}")
 
 
 def one_line(findings: list[dict]) -> str:
