@@ -152,11 +152,11 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
-        from trtpipe.single_run import is_single_run, run_single
+        from trtpipe.single_run import VERSION_BASE, is_single_run, run_single
 
         # A config whose hydra.mode is a sweep (a recipe's `hydra.mode: MULTIRUN`) goes to hydra.main.
         if not (is_single_run(sys.argv[1:]) and run_single(config_dir, task, sys.argv[1:])):
-            hydra.main(config_path=str(config_dir), config_name="config", version_base="1.3")(task)()
+            hydra.main(config_path=str(config_dir), config_name="config", version_base=VERSION_BASE)(task)()
     except (HydraException, OmegaConfBaseException) as error:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise

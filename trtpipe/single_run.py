@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-VERSION_BASE = "1.3"  # the same as cli.py's hydra.main(version_base=...)
+VERSION_BASE = "1.3"  # also what cli.py gives hydra.main(version_base=...) for sweeps
 
 
 def is_single_run(argv: list[str]) -> bool:
