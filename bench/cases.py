@@ -27,7 +27,6 @@ Decisions:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -56,19 +55,6 @@ class PreparedCase:
     raw_path: Path  # the raw export both tools convert
     stage_configs: dict  # stage name -> resolved config, in the recipe's order; precision's has the `data` block
     eval_feeds: list[dict]
-
-    @property
-    def precision_config(self) -> dict:
-        return self.stage_configs["precision"]
-
-    @cached_property
-    def model_path(self) -> Path:
-        """The raw export after the recipe's stages before precision (run once, untimed, on first use):
-        what the precision stage alone receives (for comparisons of that stage only)."""
-        from bench.converters import run_stages
-
-        before = {name: config for name, config in self.stage_configs.items() if name != "precision"}
-        return run_stages(self.raw_path, before, self.raw_path.parent / "prepared")
 
 
 TRTPIPE_STAGES = ("sanitize", "upgrade_opset", "precision")

@@ -6,8 +6,7 @@
   sample inputs, plan including the FP32 reference run of the range rule,
   materialise, save the model and write `precision_plan.json`), each stage
   reading the file the previous one wrote, as the pipeline does (minus its
-  cache bookkeeping). (`convert_with_trtpipe`: the precision stage alone, on
-  `PreparedCase.model_path`, for comparisons of that stage only.)
+  cache bookkeeping).
 - `convert_with_autocast`: `modelopt.onnx.autocast.convert_to_mixed_precision`
   on the same raw file (its own loading, graph sanitizer, type inference, node
   classification, conversion) followed by `onnx.save`, with one of two
@@ -55,15 +54,6 @@ def run_stages(model_path: Path, stage_configs: dict, out_dir: Path) -> Path:
         outcome = stages[name]().run({"model": model_path}, config, stage_dir)
         model_path = stage_dir / outcome.outputs["model"]
     return model_path
-
-
-def convert_with_trtpipe(model_path: Path, precision_config: dict, out_dir: Path) -> Path:
-    """The precision stage alone on an already sanitized and upgraded model (`PreparedCase.model_path`)."""
-    from trtpipe.stages.precision import PlanPrecision
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    outcome = PlanPrecision().run({"model": model_path}, precision_config, out_dir)
-    return out_dir / outcome.outputs["model"]
 
 
 def load_save(raw_path: Path, out_dir: Path) -> Path:

@@ -32,7 +32,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto
 
-from trtpipe.numerics.metrics import OutputMetrics, output_metrics, worst_metrics
+from trtpipe.numerics.metrics import OutputMetrics, output_metrics
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 NOT_COMPUTING = ("Cast", "Constant")
@@ -125,12 +125,6 @@ def _node_precisions(model: onnx.ModelProto) -> dict[str, int | None]:
         if found:
             precision[node.name] = found.pop() if len(found) == 1 else None
     return precision
-
-
-def accuracy(reference_outputs: list[dict], converted: onnx.ModelProto, feeds: list[dict]) -> dict[str, OutputMetrics]:
-    """Per graph output, the worst metrics of the emulated converted model over `feeds`."""
-    per_sample = sample_metrics(reference_outputs, converted, feeds)
-    return {name: worst_metrics(metrics) for name, metrics in per_sample.items()}
 
 
 def sample_metrics(reference_outputs: list[dict], converted: onnx.ModelProto,

@@ -53,7 +53,6 @@ import traceback
 from pathlib import Path
 
 STAGES = ("sanitize", "upgrade_opset")
-WILD_DIR = Path.home() / ".cache" / "trtpipe" / "wild" / "models"
 # What each fast path logs when it is not used (the path a case took; never compared).
 FALLBACK_LOGS = {"sanitize": ("trtpipe.graph.fast_fold", "fast constant folding not used"),
                  "upgrade_opset": ("trtpipe.graph.layernorm_fusion", "LayerNorm fusion through onnx-graphsurgeon")}
@@ -122,7 +121,7 @@ def _sanitize_cases(args):
                   size_threshold=1024)
         yield f"encoder_{layers}_external_data", external
     if not args.no_wild:
-        yield from ((f"wild_{path.parent.name}", path) for path in sorted(WILD_DIR.glob("*/*.onnx")))
+        yield from ((f"wild_{path.parent.name}", path) for path in sorted(_wild_dir().glob("*/*.onnx")))
     for base in args.fuzz_bases:
         if base == "shapes":
             build = shapes_base
@@ -161,7 +160,7 @@ def _upgrade_cases(args):
     for layers in (1, 2, 4):
         yield f"encoder_{layers}", build_encoder(layers)
     if not args.no_wild:
-        yield from ((f"wild_{path.parent.name}", path) for path in sorted(WILD_DIR.glob("*/*.onnx")))
+        yield from ((f"wild_{path.parent.name}", path) for path in sorted(_wild_dir().glob("*/*.onnx")))
     yield from _mutated_forms(args.mutated)
     for index, model_bytes in enumerate(drawn_models(args.fuzz_upgrade, None)):
         yield f"fuzz_{index}", model_bytes
@@ -329,6 +328,13 @@ def main(argv: list[str] | None = None) -> int:
         run(args.dir, args.labels[0], args)
         return 0
     return compare(args.dir, args.labels[0], args.labels[1], args.stage)
+
+
+def _wild_dir() -> Path:
+    """The wild models fetched by bench/wild_models.py (`$TRTPIPE_WILD_CACHE` honoured, as it does)."""
+    from bench.wild_models import cache_dir
+
+    return cache_dir() / "models"
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ from trtpipe.graph.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold_check import CAST_ELISION_OPS, NEVER_FOLDED
 from trtpipe.graph.gs_export import (GS_SIZED_TYPES, VALUE_FIELDS, OutOfScope, ValueInfos, check_node,
                                      exported_model, exported_node, repeat_side_effects, require, tensor_order)
-from trtpipe.graph.shape_folding import PLAIN_TYPES, ShapeFolding
+from trtpipe.graph.shape_folding import PLAIN_TYPES, ShapeFolding, dynamic_dim
 from trtpipe.graph.weights_on_disk import is_on_disk
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ class _Fold(ShapeFolding):
             if readers and all(self._is_constant_tensor_name(self.names[i]) for i in readers):
                 continue
             info = self.values.get(name)
-            if info is not None and info[1] is not None and not any(_dynamic(dim) for dim in info[1]):
+            if info is not None and info[1] is not None and not any(dynamic_dim(dim) for dim in info[1]):
                 require(info[0] in PLAIN_TYPES, "a foldable tensor of an unusual type")
                 require(int(np.prod(info[1], dtype=np.int64)) * PLAIN_TYPES[info[0]] <= self.threshold,
                         "a foldable tensor over the size threshold")
@@ -360,10 +360,6 @@ def _constant_output(node: onnx.NodeProto) -> str:
     outputs = node.output
     require(len(outputs) == 1 and outputs[0], "a Constant without exactly one output")
     return outputs[0]
-
-
-def _dynamic(dim) -> bool:
-    return not isinstance(dim, int) or dim < 0
 
 
 def _raw_tensor(name: str, values: np.ndarray) -> onnx.TensorProto:

@@ -185,9 +185,6 @@ class ValueInfos:
         self._by_type: dict[bytes, tuple] = {}
         self._elem_types: dict[int, int] = {}  # ONNX element type -> as exported (this export's, not global)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._values
-
     def source(self, name: str) -> onnx.ValueInfoProto | None:
         """The entry the importer types `name` from (None: none)."""
         return self._values.get(name)

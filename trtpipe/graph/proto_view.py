@@ -79,9 +79,6 @@ class TensorView:
         info = self._graph.type_source(self.name) if self.name else None
         return None if info is None or info.type.ByteSize() == 0 else info
 
-    def is_empty(self) -> bool:
-        return not self.name
-
 
 class ConstantView(TensorView):
     """An initializer (or a TENSOR attribute's value): graphsurgeon's `Constant` with `LazyValues`."""
@@ -191,9 +188,6 @@ class ProtoGraph:
         if view is None:
             view = self._node_views[index] = NodeView(self, index)
         return view
-
-    def nodes_of(self, op_type: str) -> list[NodeView]:
-        return [self.node(index) for index in self.by_op.get(op_type, ())]
 
     def tensor(self, name: str) -> TensorView:
         view = self._tensor_views.get(name)

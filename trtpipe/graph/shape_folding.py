@@ -64,9 +64,9 @@ class ShapeFolding:
         values = self._value(indices)
         if not values.shape:
             dim = dims[int(values)]
-            return None if _dynamic(dim) else np.array(dim, dtype=np.int64)
+            return None if dynamic_dim(dim) else np.array(dim, dtype=np.int64)
         picked = [dims[index] for index in values]
-        return None if any(_dynamic(dim) for dim in picked) else np.array(picked, dtype=np.int64)
+        return None if any(dynamic_dim(dim) for dim in picked) else np.array(picked, dtype=np.int64)
 
     def _shape_slice(self, name: str) -> np.ndarray | None:
         node = self._producer_of(name, "Slice")
@@ -99,16 +99,17 @@ class ShapeFolding:
         elif "steps" in attributes:
             steps = attributes["steps"][0]
         picked = dims[starts:ends:steps]
-        return None if any(_dynamic(dim) for dim in picked) else np.array(picked, dtype=np.int64)
+        return None if any(dynamic_dim(dim) for dim in picked) else np.array(picked, dtype=np.int64)
 
     def _shape(self, name: str) -> np.ndarray | None:
         dims = self._shape_input(name)
-        return None if dims is None or any(_dynamic(dim) for dim in dims) else np.array(dims, dtype=np.int64)
+        return None if dims is None or any(dynamic_dim(dim) for dim in dims) else np.array(dims, dtype=np.int64)
 
     def _scalar(self, name: str):
         values = self._value(name)
         return values if not values.shape else list(values)[0]
 
 
-def _dynamic(dim) -> bool:
+def dynamic_dim(dim) -> bool:
+    """A dimension graphsurgeon cannot fold: a dim_param, unknown, or negative."""
     return not isinstance(dim, int) or dim < 0
