@@ -71,13 +71,14 @@ def _wild_cases():
     from bench.cases import recipe_config
     from bench.corpus_case import _shipped_defaults
     from bench.wild_models import MODELS, cache_dir
+    from bench.wild_check import data_specs
     from omegaconf import OmegaConf
 
     for model in MODELS:
         found = sorted((cache_dir() / "models" / model.name).glob("*.onnx"))
         if not found:
             continue
-        inputs = _inputs_from_overrides(model.overrides)
+        inputs = data_specs(model.overrides)
         shipped = _shipped_defaults()
         stages = {s: shipped[s] for s in ("sanitize", "upgrade_opset", "precision")}
         yield f"wild-{model.name}-default", onnx.load(str(found[0])), stages, _data(inputs)
@@ -85,20 +86,6 @@ def _wild_cases():
             cfg = recipe_config(model.recipe)
             recipe = {s: OmegaConf.to_container(cfg[s], resolve=True) for s in ("sanitize", "upgrade_opset", "precision")}
             yield f"wild-{model.name}-{model.recipe}", onnx.load(str(found[0])), recipe, _data(inputs)
-
-
-def _inputs_from_overrides(overrides) -> dict:
-    """`+data.inputs.x.shape=[1,3]`-style overrides (bench/wild_models.py) as a `data.inputs` mapping."""
-    import yaml
-
-    inputs: dict = {}
-    for item in overrides:
-        if not item.startswith("+data.inputs."):
-            continue
-        key, value = item[len("+data.inputs."):].split("=", 1)
-        name, field = key.rsplit(".", 1)
-        inputs.setdefault(name, {})[field] = yaml.safe_load(value)
-    return inputs
 
 
 def _fuzz_cases(count: int = 24):
