@@ -87,7 +87,7 @@ def exclusion_aliases(fp32_nodes: list[str], precision_input: Path) -> dict[str,
     metadata) and the name AutoCast's sanitizer gives its own fusion of them,
     `LayerNorm_<ReduceMean name>`; AutoCast fuses by itself and cannot be told not to.
     """
-    from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
+    from trtpipe.graph.names.absorbed_nodes import read_absorbed_nodes
 
     absorbed = read_absorbed_nodes(onnx.load(str(precision_input), load_external_data=False))
     aliases = {}

@@ -182,7 +182,7 @@ def _precision(model: Path, data: dict, out_dir: Path):
 def _validate(reference_path: Path, candidate_path: Path, data: dict):
     """What the validate stage does for the emulated candidate (without writing its report)."""
     from trtpipe.data import sample_feeds
-    from trtpipe.graph.onnx_io import load_model
+    from trtpipe.onnxmodel.onnx_io import load_model
     from trtpipe.validate.compare import Tolerances, compare_candidate
     from trtpipe.numerics.emulator import EmulatedRunner
     from trtpipe.numerics.reference import ReferenceRunner

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.graph import input_dims
+from trtpipe.onnxmodel import input_dims
 
 KINDS = ("node", "light")
 

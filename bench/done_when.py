@@ -16,7 +16,7 @@ Decision: "Casts" are every Cast in each tool's output, the raw export's own
 included: they run in the engine like any other, and AutoCast re-decides the raw
 export's Casts, so both counts measure the same thing. The `mixed_precision`
 recipe keeps the author's Casts except dead or exact no-op ones
-(trtpipe/precision/redundant_casts.py); how many of trtpipe's are the author's is
+(trtpipe/precision/materialize/redundant_casts.py); how many of trtpipe's are the author's is
 shown as "(n of the raw export)".
 """
 

@@ -96,8 +96,8 @@ def _outside_changes(before: dict, after: dict) -> list[str]:
 def cache_problems(root: Path) -> str | None:
     """Why the cache at `root` does not verify: an entry whose record breaks the schema or
     whose files do not match their recorded digests, or a leftover temporary."""
-    from trtpipe.runner.entry_schema import record_problem
-    from trtpipe.runner.hashing import sha256_file
+    from trtpipe.cache.entry_schema import record_problem
+    from trtpipe.cache.hashing import sha256_file
 
     for record_path in sorted((root / "entries").glob("*/*/entry.json")):
         entry = record_path.parent
@@ -186,7 +186,7 @@ def _write(text: str):
 
 
 def genuine_record(workdir: Path) -> dict:
-    from trtpipe.runner.cache import ArtifactCache, cache_key
+    from trtpipe.cache.cache import ArtifactCache, cache_key
 
     root = workdir / "genuine-cache"
     ArtifactCache(root).get_or_compute("sanitize", MATERIAL, _write("genuine"))
@@ -215,8 +215,8 @@ def check_cache_record(text: str, workdir: Path) -> str | None:
     warning and a rebuild (or a hit on an equivalent valid record),
     nothing read/linked/written outside the entry and the run dir, the cache verifies."""
     from trtpipe.errors import UserError
-    from trtpipe.runner.cache import ArtifactCache, cache_key
-    from trtpipe.runner.publish import RunDirPublisher
+    from trtpipe.cache.cache import ArtifactCache, cache_key
+    from trtpipe.cache.publish import RunDirPublisher
 
     root, run_dir = workdir / "cache", workdir / "run"
     secret = workdir / "secret.txt"

@@ -14,7 +14,7 @@ running it.
   (`converters.exclusion_aliases`: the fused LayerNorm, the nodes it absorbed,
   or the name AutoCast's sanitizer gives its own fusion, `LayerNorm_<ReduceMean>`);
   honoured when every alias found computes in FP32.
-- `fp16_flop_share`: of the MatMul/Gemm/Conv FLOPs (trtpipe.precision.flops, with
+- `fp16_flop_share`: of the MatMul/Gemm/Conv FLOPs (trtpipe.precision.network.flops, with
   the shapes of the first evaluation input), the share computed by nodes whose
   float output is FP16. The same function for both tools' outputs.
 - accuracy: the converted model on trtpipe's faithful FP16 emulation
@@ -86,9 +86,9 @@ def _cast_names(model: onnx.ModelProto) -> set[str]:
 
 def fp16_flop_share(converted: onnx.ModelProto, feed: dict) -> float:
     """Share of the heavy ops' FLOPs (shapes of `feed`) computed by nodes with an FP16 float output."""
-    from trtpipe.precision.flop_shapes import record_feed_shapes
-    from trtpipe.precision.flops import HEAVY_OPS, node_flops
-    from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
+    from trtpipe.precision.network.flop_shapes import record_feed_shapes
+    from trtpipe.precision.network.flops import HEAVY_OPS, node_flops
+    from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
 
     model = onnx.ModelProto()
     model.CopyFrom(converted)

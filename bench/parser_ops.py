@@ -1,4 +1,4 @@
-"""Regenerate trtpipe's TensorRT ONNX-parser operator lists (trtpipe/trt/onnx_parser_ops/<version>.json).
+"""Regenerate trtpipe's TensorRT ONNX-parser operator lists (trtpipe/trt/parser/onnx_parser_ops/<version>.json).
 
 Source of truth: onnx-tensorrt's `docs/operators.md` (the parser's support matrix: operator,
 Y/N, supported types, restrictions) at the commit that NVIDIA/TensorRT pins as its
@@ -11,12 +11,12 @@ Two ways to run it:
 
     # from git checkouts (e.g. fetched snapshots of NVIDIA/TensorRT and onnx/onnx-tensorrt)
     python -m bench.parser_ops --tensorrt-git TensorRT/.git --tag v10.16 \
-        --onnx-tensorrt-git onnx-tensorrt/.git --out trtpipe/trt/onnx_parser_ops/10.16.json
+        --onnx-tensorrt-git onnx-tensorrt/.git --out trtpipe/trt/parser/onnx_parser_ops/10.16.json
 
     # from files already saved (record where they came from)
     python -m bench.parser_ops --operators-md operators.md --commit <sha> --date 2026-03-25 \
         --plugins-md plugin_README.md --plugins-ref v10.16 --pinned-by "NVIDIA/TensorRT v10.16 parsers/onnx" \
-        --out trtpipe/trt/onnx_parser_ops/10.16.json
+        --out trtpipe/trt/parser/onnx_parser_ops/10.16.json
 
 Decisions:
 - The table is parsed leniently (cells split on `|`, whitespace stripped; a missing

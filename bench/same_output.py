@@ -54,8 +54,8 @@ from pathlib import Path
 
 STAGES = ("sanitize", "upgrade_opset")
 # What each fast path logs when it is not used (the path a case took; never compared).
-FALLBACK_LOGS = {"sanitize": ("trtpipe.graph.fast_fold", "fast constant folding not used"),
-                 "upgrade_opset": ("trtpipe.graph.layernorm_fusion", "LayerNorm fusion through onnx-graphsurgeon")}
+FALLBACK_LOGS = {"sanitize": ("trtpipe.graph.fold.fast_fold", "fast constant folding not used"),
+                 "upgrade_opset": ("trtpipe.graph.layernorm.layernorm_fusion", "LayerNorm fusion through onnx-graphsurgeon")}
 # What a fast path logs when it crashed (then the round trip ran): a failure of the check, whatever the bytes.
 FAILURE_LOGS = {"sanitize": "fast constant folding failed"}
 FAILED = "fast path failed: "
@@ -236,7 +236,8 @@ def _run_stage(stage: str, source: Path, destination: Path) -> dict:
 
 def _reference_path() -> None:
     """Both stages through graphsurgeon's round trip only (bench-only switches)."""
-    from trtpipe.graph import fast_fold, layernorm_fusion
+    from trtpipe.graph.fold import fast_fold
+    from trtpipe.graph.layernorm import layernorm_fusion
 
     fast_fold.ENABLED = False
     exception = layernorm_fusion.OutOfScope

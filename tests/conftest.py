@@ -1,6 +1,6 @@
 """Test-wide isolation of trtpipe's default cache.
 
-Decision: the default cache is the user's cache directory (runner/cache_home.py), so a
+Decision: the default cache is the user's cache directory (cache/cache_home.py), so a
 test run must never write into the real ~/.cache/trtpipe nor read a developer's warm
 entries there. For the whole session TRTPIPE_CACHE points at a fresh temporary folder
 (tests that pass their own cache still do), and XDG_CACHE_HOME at another, so a test

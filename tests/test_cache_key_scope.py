@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import run_trtpipe
-from trtpipe.runner.cache import cache_key
-from trtpipe.runner.explain import changed_paths, explain_miss
+from trtpipe.cache.cache import cache_key
+from trtpipe.cache.explain import changed_paths, explain_miss
 
 TO_PRECISION = "stages=[sanitize,upgrade_opset,precision]"
 SEARCH = ("precision.search.enabled=true", "precision.search.max_trials=2")

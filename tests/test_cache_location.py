@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trtpipe.runner.cache_dir import CACHE_MARKER
+from trtpipe.cache.cache_dir import CACHE_MARKER
 
 STAGES = "stages=[sanitize]"
 

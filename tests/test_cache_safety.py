@@ -18,10 +18,10 @@ import pytest
 
 from tests.cli_helpers import run_trtpipe
 from trtpipe.errors import UserError
-from trtpipe.runner.cache import ArtifactCache, cache_key
-from trtpipe.runner.cache_dir import CACHE_MARKER, TMP_MARKER
-from trtpipe.runner.hashing import sha256_file
-from trtpipe.runner.publish import RunDirPublisher
+from trtpipe.cache.cache import ArtifactCache, cache_key
+from trtpipe.cache.cache_dir import CACHE_MARKER, TMP_MARKER
+from trtpipe.cache.hashing import sha256_file
+from trtpipe.cache.publish import RunDirPublisher
 
 MATERIAL = {"stage": "sanitize", "version": "1", "config": {}, "inputs": {"model": "0" * 64}, "tools": {}}
 TWO_DAYS = 2 * 24 * 3600
@@ -348,7 +348,7 @@ def test_symlinked_builtin_folder_is_not_followed(tmp_path, caplog):
 @pytest.mark.parametrize("memo", ["[]", '{"PATH": {"sha256": 1}}', '{"PATH": []}'])
 def test_damaged_digest_memo_costs_a_rehash_not_a_crash(tmp_path, memo):
     """Reproduced: a non-object source digest memo ended every run with an AttributeError."""
-    from trtpipe.runner.digest_memo import _MEMO_FILE, memoised_digest
+    from trtpipe.cache.digest_memo import _MEMO_FILE, memoised_digest
 
     model = tmp_path / "model.bin"
     model.write_text("weights")

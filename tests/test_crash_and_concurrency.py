@@ -77,7 +77,7 @@ def test_concurrent_runs_compute_each_stage_once(tmp_path):
 
 
 def test_a_lock_whose_holder_died_does_not_block(tmp_path):
-    from trtpipe.runner.cache import ArtifactCache, cache_key
+    from trtpipe.cache.cache import ArtifactCache, cache_key
 
     material = {"stage": "sanitize", "version": "1", "config": {}, "inputs": {}, "tools": {}}
     cache = ArtifactCache(tmp_path)

@@ -19,8 +19,8 @@ from onnx import numpy_helper
 from onnx.external_data_helper import uses_external_data
 
 from trtpipe import api
-from trtpipe.graph import onnx_io
-from trtpipe.graph.onnx_io import save_model
+from trtpipe.onnxmodel import onnx_io
+from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, BUILTIN_MODELS
 
 STAGES = "stages=[sanitize,upgrade_opset,precision,validate]"

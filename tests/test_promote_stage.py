@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
 from trtpipe.stages.promote_outputs import PromoteOutputs
 
 

@@ -7,7 +7,7 @@ Decisions:
   version. Here the help is read from the file system (conf/ groups, recipe files), so it
   starts in the time Python takes to start, and `--version` names the tools that change
   trtpipe's artifacts.
-- Versions come from package metadata (runner/tools.py): nothing is imported, TensorRT
+- Versions come from package metadata (trtpipe/cache/tools.py): nothing is imported, TensorRT
   least of all; a tool that is not installed says so.
 - The composed config itself stays one command away: `trtpipe --cfg job [overrides]`;
   Hydra's own flags: `trtpipe --hydra-help`.
@@ -51,7 +51,7 @@ def _module_version(module: str) -> str | None:
     else (one metadata scan, only then) whichever installs it, named: `10.8.0 (tensorrt-cu12)`."""
     from importlib import metadata
 
-    from trtpipe.runner.tools import distribution_version
+    from trtpipe.cache.tools import distribution_version
 
     version = distribution_version(module)
     if version:
@@ -65,7 +65,7 @@ def _module_version(module: str) -> str | None:
 
 def help_text() -> str:
     from trtpipe.config.locate import USER_RECIPES_ENV, conf_dir, recipe_dirs
-    from trtpipe.runner.cache_home import default_cache_dir_text
+    from trtpipe.cache.cache_home import default_cache_dir_text
 
     parts = [_HEADER, "", "Recipes (+recipe=NAME):"]
     dirs = recipe_dirs()

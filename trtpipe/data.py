@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping
 
 from trtpipe.errors import UserError
-from trtpipe.runner.hashing import sha256_file
+from trtpipe.cache.hashing import sha256_file
 
 
 def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shapes: Mapping | None = None) -> dict:

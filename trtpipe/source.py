@@ -6,9 +6,9 @@ import logging
 from pathlib import Path
 
 from trtpipe.errors import UserError
-from trtpipe.runner.files import write_atomic
-from trtpipe.runner.hashing import locations_in, sha256_bytes, sha256_file
-from trtpipe.runner.tools import distribution_version
+from trtpipe.cache.files import write_atomic
+from trtpipe.cache.hashing import locations_in, sha256_bytes, sha256_file
+from trtpipe.cache.tools import distribution_version
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def resolve_model_source(path: str | None, builtin: str, cache_root: Path, start
 
 def _checked_user_model(path: Path) -> Path:
     """Cheap checks before any stage runs, so a bad path fails in one line with nothing written."""
-    from trtpipe.graph.onnx_io import load_model
+    from trtpipe.onnxmodel.onnx_io import load_model
 
     path = path.resolve()
     model = load_model(path, load_external_data=False)  # raises UserError: missing, empty, corrupt, not ONNX

@@ -69,7 +69,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     from trtpipe.config.check import check_config, config_error
     from trtpipe.config.schema import TrtpipeConfig
     from trtpipe.config.store import register_configs
-    from trtpipe.runner.hashing import artifact_digest
+    from trtpipe.cache.hashing import artifact_digest
     from trtpipe.runner.manifest_read import as_literal_config, literal, read_manifest, recorded_start_dir
     from trtpipe.runner.pipeline import plan_stages
 
@@ -124,8 +124,8 @@ def _compare(old: dict, new: dict | None) -> dict:
     Decision: the material is compared too, not only its hash: a manifest edited by
     hand (a faked tool version) keeps its old key, and only the material shows it.
     """
-    from trtpipe.runner.explain import changed_paths, importance
-    from trtpipe.runner.key_shape import in_current_shape, key_of, reshaped_key_matches
+    from trtpipe.cache.explain import changed_paths, importance
+    from trtpipe.cache.key_shape import in_current_shape, key_of, reshaped_key_matches
 
     name = old["name"]
     if new is None:

@@ -12,9 +12,9 @@ from onnx import TensorProto, helper
 from bench.corpus_data import node_cases
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph.onnx_io import save_model
+from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.graph.sanitize import sanitize_model
-from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
+from trtpipe.graph.passes.shape_ranges import restore_shape_ranges, split_shape_ranges
 
 
 def _ranged_shape_model(dims) -> onnx.ModelProto:

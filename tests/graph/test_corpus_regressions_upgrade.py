@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph.opset import convert_opset
+from trtpipe.graph.passes.opset import convert_opset
 from trtpipe.graph.upgrade import upgrade_model
 
 

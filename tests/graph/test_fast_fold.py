@@ -19,9 +19,10 @@ from onnx import TensorProto, helper, numpy_helper
 from polygraphy.backend.onnx import fold_constants
 
 from tests.graph import graphs
-from trtpipe.graph import fast_fold, value_info
-from trtpipe.graph.fast_fold import fold_pass
-from trtpipe.graph.gs_export import tensor_type_bytes
+from trtpipe.graph.fold import fast_fold
+from trtpipe.onnxmodel import value_info
+from trtpipe.graph.fold.fast_fold import fold_pass
+from trtpipe.graph.onnx_gs.gs_export import tensor_type_bytes
 from trtpipe.graph.sanitize import FOLD_SIZE_THRESHOLD_BYTES, sanitize_model
 from trtpipe.models import builtin_model
 
@@ -227,7 +228,7 @@ def _shape_gather(index) -> onnx.ModelProto:
 
 
 def test_shape_folding_errors_graphsurgeon_raises_too_take_its_pass_quietly(caplog):
-    caplog.set_level("DEBUG", logger="trtpipe.graph.fast_fold")
+    caplog.set_level("DEBUG", logger="trtpipe.graph.fold.fast_fold")
     assert fold_pass(_prepared(_shape_gather([5])), infer_shapes=True, size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
     assert "shape folding raised IndexError" in caplog.text and "failed" not in caplog.text
 
@@ -237,7 +238,7 @@ def test_a_defect_in_the_shape_folding_is_a_warning_not_a_quiet_fallback(caplog,
         raise KeyError("a defect of the fast path")
 
     monkeypatch.setattr(fast_fold._Fold, "_shape_gather", defect)
-    caplog.set_level("DEBUG", logger="trtpipe.graph.fast_fold")
+    caplog.set_level("DEBUG", logger="trtpipe.graph.fold.fast_fold")
     assert fold_pass(_prepared(_shape_gather([1, 0])), infer_shapes=True,
                      size_threshold=FOLD_SIZE_THRESHOLD_BYTES) is None
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
@@ -253,7 +254,7 @@ def test_a_crash_of_the_fast_path_fails_the_differential_check(tmp_path, monkeyp
     case.mkdir(parents=True)
     onnx.save(_shapes_and_constants(), str(case / "model.onnx"))
     args = argparse.Namespace(reference_path=False, stage="sanitize")
-    loggers = [logging.getLogger(name) for name in ("trtpipe", "trtpipe.graph.fast_fold")]
+    loggers = [logging.getLogger(name) for name in ("trtpipe", "trtpipe.graph.fold.fast_fold")]
     levels = [logger.level for logger in loggers]
     try:
         same_output.run(tmp_path, "fast", args)
@@ -276,7 +277,7 @@ def test_a_crash_of_the_fast_path_fails_the_differential_check(tmp_path, monkeyp
 def test_each_export_converts_element_types_afresh(monkeypatch):
     """STYLE: no global state. What graphsurgeon exports an element type as is cached for one export only:
     two passes over the same model each convert FLOAT once."""
-    from trtpipe.graph import gs_export
+    from trtpipe.graph.onnx_gs import gs_export
 
     calls = []
 

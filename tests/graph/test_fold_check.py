@@ -15,8 +15,8 @@ from polygraphy.backend.onnx import fold_constants
 
 from tests.graph import graphs
 from trtpipe.graph import sanitize as sanitize_module
-from trtpipe.graph.fold_check import may_fold
-from trtpipe.graph.onnx_io import save_model
+from trtpipe.graph.fold.fold_check import may_fold
+from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.graph.sanitize import sanitize_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
 from trtpipe.numerics.inputs import generate_inputs

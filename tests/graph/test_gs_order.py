@@ -11,8 +11,8 @@ from onnx import TensorProto, helper
 from bench.same_output_cases import shuffled
 from tests.graph import graphs
 from trtpipe.graph import sanitize as sanitize_module
-from trtpipe.graph.gs_order import cleaned_and_sorted
-from trtpipe.graph.onnx_io import save_model
+from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted
+from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.graph.sanitize import _cleanup_and_sort, sanitize_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
 from trtpipe.numerics.inputs import generate_inputs

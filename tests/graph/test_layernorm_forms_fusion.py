@@ -8,7 +8,7 @@ import pytest
 
 from tests.graph import graphs
 from tests.graph.layernorm_forms import FORMS, SHAPE, layernorm_form, offset_input, reference_layernorm
-from trtpipe.graph.layernorm_fusion import fuse_layernorms
+from trtpipe.graph.layernorm.layernorm_fusion import fuse_layernorms
 
 
 

@@ -9,8 +9,8 @@ import onnx
 import pytest
 
 from tests.graph import graphs
-from trtpipe.graph.absorbed_nodes import METADATA_KEY, read_absorbed_nodes, record_absorbed_nodes
-from trtpipe.graph.layernorm_fusion import fuse_layernorms
+from trtpipe.graph.names.absorbed_nodes import METADATA_KEY, read_absorbed_nodes, record_absorbed_nodes
+from trtpipe.graph.layernorm.layernorm_fusion import fuse_layernorms
 
 SCOPE = graphs.LN_SCOPE
 DECOMPOSED_OPS = {"ReduceMean", "Sub", "Pow", "Sqrt", "Div"}
@@ -74,7 +74,7 @@ def test_layernorm2d_over_channels_is_not_fused():
 
 
 def test_refusals_are_logged_at_info(caplog):
-    caplog.set_level("INFO", logger="trtpipe.graph.layernorm_fusion")
+    caplog.set_level("INFO", logger="trtpipe.graph.layernorm.layernorm_fusion")
     fuse_layernorms(graphs.layernorm2d_graph())
     assert "reduces over axis 1, not the trailing axes" in caplog.text
 

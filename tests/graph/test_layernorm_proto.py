@@ -15,9 +15,10 @@ from onnx import TensorProto, helper, numpy_helper
 from bench.same_output_cases import shuffled
 from tests.graph import graphs
 from tests.graph.layernorm_forms import layernorm_form
-from trtpipe.graph import layernorm_fusion, value_info
-from trtpipe.graph.gs_export import OutOfScope
-from trtpipe.graph.opset import convert_opset
+from trtpipe.graph.layernorm import layernorm_fusion
+from trtpipe.onnxmodel import value_info
+from trtpipe.graph.onnx_gs.gs_export import OutOfScope
+from trtpipe.graph.passes.opset import convert_opset
 from trtpipe.models import builtin_model
 
 
@@ -137,7 +138,7 @@ def test_fusions_are_logged_once_when_the_round_trip_takes_over(caplog):
         model.graph.node.append(helper.make_node("Foo", [model.graph.output[0].name], [output],
                                                  name=output, domain=domain))
         model.graph.output.append(helper.make_tensor_value_info(output, TensorProto.FLOAT, None))
-    caplog.set_level("DEBUG", logger="trtpipe.graph.layernorm_fusion")
+    caplog.set_level("DEBUG", logger="trtpipe.graph.layernorm.layernorm_fusion")
     _, report = layernorm_fusion.fuse_layernorms(model)
     assert report["fused"]
     assert "LayerNorm fusion through onnx-graphsurgeon" in caplog.text  # the ModelProto path gave up

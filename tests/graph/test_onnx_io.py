@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
 
 
 def weights_model() -> onnx.ModelProto:

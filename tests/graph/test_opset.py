@@ -9,7 +9,7 @@ from onnx import helper
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph.opset import convert_opset, default_opset
+from trtpipe.graph.passes.opset import convert_opset, default_opset
 
 
 @pytest.mark.parametrize("target", [17, 18])

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
 from trtpipe.graph.promote import MANY_OUTPUTS_WARNING, promote_outputs
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
 from trtpipe.numerics.inputs import generate_inputs

@@ -9,8 +9,8 @@ import onnx
 from onnx import helper
 
 from tests.graph import graphs
-from trtpipe.graph import value_info
-from trtpipe.graph.onnx_io import save_model
+from trtpipe.onnxmodel import value_info
+from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.graph.sanitize import sanitize_model
 
 

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph.onnx_io import save_model
+from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.graph.sanitize import sanitize_model
 from trtpipe.stages.sanitize import SanitizeModel
 

@@ -8,7 +8,7 @@ from onnx import helper
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph.undoable_passes import GraphPass, PassRefused, run_passes
+from trtpipe.graph.passes.undoable_passes import GraphPass, PassRefused, run_passes
 
 
 def _half_done_edit(model):

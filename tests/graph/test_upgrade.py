@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 
 from tests.graph import graphs
-from trtpipe.graph.absorbed_nodes import read_absorbed_nodes
-from trtpipe.graph.onnx_io import save_model
+from trtpipe.graph.names.absorbed_nodes import read_absorbed_nodes
+from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.graph.upgrade import upgrade_model
 
 

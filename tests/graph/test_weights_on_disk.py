@@ -16,10 +16,10 @@ from onnx.external_data_helper import uses_external_data
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph import value_info, weights_on_disk
-from trtpipe.graph.onnx_io import EXTERNAL_ALIGNMENT_BYTES, load_model, save_model
+from trtpipe.onnxmodel import value_info, weights_on_disk
+from trtpipe.onnxmodel.onnx_io import EXTERNAL_ALIGNMENT_BYTES, load_model, save_model
 from trtpipe.graph.sanitize import _load_what_folding_reads, sanitize_model
-from trtpipe.graph.weights_on_disk import (
+from trtpipe.onnxmodel.weights_on_disk import (
     copy_span,
     is_on_disk,
     on_disk_span,

@@ -1,4 +1,4 @@
-"""One rule for dynamic dimensions (graph/input_dims.py), applied by every reader of input shapes."""
+"""One rule for dynamic dimensions (trtpipe/onnxmodel/input_dims.py), applied by every reader of input shapes."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from onnx import TensorProto, helper
 
 from tests.graph import graphs
 from trtpipe.errors import UserError
-from trtpipe.graph import input_dims
+from trtpipe.onnxmodel import input_dims
 from trtpipe.numerics.inputs import generate_inputs, load_inputs
-from trtpipe.precision.network import network_from_model
+from trtpipe.precision.network.network import network_from_model
 from trtpipe.trt.profiles import checked_profiles, dynamic_inputs
 
 FORMS = {"minus_one": -1, "minus_seven": -7, "zero": 0, "dim_param": "batch", "missing": None}

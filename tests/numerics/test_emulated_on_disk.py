@@ -6,7 +6,7 @@ in memory (`emulated_graph._convert_initializers`); in-memory ones are converted
 
 import numpy as np
 
-from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, BUILTIN_MODELS
 from trtpipe.numerics.emulated_graph import STORED_SUFFIX, emulation_from_model
 from trtpipe.numerics.emulator import EmulatedRunner

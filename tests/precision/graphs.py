@@ -9,7 +9,7 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.precision.element_types import is_lossless
+from trtpipe.precision.network.element_types import is_lossless
 
 RNG = np.random.default_rng(7)
 
@@ -57,7 +57,7 @@ def stacked_blocks(blocks: int, width=8) -> onnx.ModelProto:
 
 def plan(model: onnx.ModelProto, precision: str, **overrides: str) -> dict[str, str]:
     """Every node, bodies included (by their qualified names), in `precision`, except `overrides`."""
-    from trtpipe.graph.scopes import scoped_nodes
+    from trtpipe.graph.names.scopes import scoped_nodes
 
     result = {node.name: precision for node in model.graph.node}
     result.update({s.name: precision for s in scoped_nodes(model.graph) if s.parent is not None})

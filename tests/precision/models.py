@@ -10,7 +10,7 @@ from tempfile import TemporaryDirectory
 
 import onnx
 
-from trtpipe.graph.onnx_io import load_model
+from trtpipe.onnxmodel.onnx_io import load_model
 from trtpipe.graph.sanitize import sanitize_model
 from trtpipe.graph.upgrade import upgrade_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model

@@ -8,8 +8,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.precision.models import data_block, precision_config, prepared
 from trtpipe.data import sample_feeds
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
 
 
 def plan(model: onnx.ModelProto, feeds=None, **config):

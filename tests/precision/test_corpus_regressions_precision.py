@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 
 from bench.corpus_data import node_cases
-from trtpipe.precision.materialize import materialize, name_unnamed_nodes
+from trtpipe.precision.materialize.materialize import materialize, name_unnamed_nodes
 
 
 def test_ops_outside_the_default_domain_keep_their_types():

@@ -4,9 +4,9 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.precision.models import precision_config
-from trtpipe.precision.materialize import materialize
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
 
 
 def double_then_float_model():

@@ -17,15 +17,16 @@ import pytest
 from tests.precision.models import data_block, precision_config, prepared
 from trtpipe.data import sample_feeds
 from trtpipe.numerics.reference import ReferenceRunner
-from trtpipe.precision import auto_range, node_types
-from trtpipe.precision.batched_threads import map_in_batches
-from trtpipe.precision.decisions import MATERIALIZE_AS
-from trtpipe.precision.element_types import VALID_PRECISIONS
-from trtpipe.precision.materialize import authored_element_types, materialize
-from trtpipe.precision.materialize_reuse import materialize_or_reuse
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
-from trtpipe.precision.type_rules import opset_versions
+from trtpipe.precision.auto import auto_range
+from trtpipe.precision.materialize import node_types
+from trtpipe.precision.network.batched_threads import map_in_batches
+from trtpipe.precision.network.decisions import MATERIALIZE_AS
+from trtpipe.precision.network.element_types import VALID_PRECISIONS
+from trtpipe.precision.materialize.materialize import authored_element_types, materialize
+from trtpipe.precision.materialize.materialize_reuse import materialize_or_reuse
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
+from trtpipe.precision.materialize.type_rules import opset_versions
 
 
 def _planned(name: str, **config):

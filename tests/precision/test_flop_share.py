@@ -9,10 +9,10 @@ from onnx import TensorProto, helper
 from tests.precision.graphs import make_model, weight
 from tests.precision.models import precision_config
 from tests.precision.subgraph_graphs import feeds_for, if_matmul, loop_carried, scan_rnn
-from trtpipe.precision.flop_shapes import record_feed_shapes
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.plan_document import totals
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.network.flop_shapes import record_feed_shapes
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.plan_document import totals
+from trtpipe.precision.plan.planner import plan_precision
 
 F = TensorProto.FLOAT
 

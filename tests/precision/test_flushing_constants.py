@@ -12,9 +12,9 @@ from tests.precision.graphs import make_model, value
 from tests.precision.models import precision_config
 from tests.precision.test_auto_rules import builtin_plan, plan
 from tests.precision.test_stored_tensors import emulated, run_stage
-from trtpipe.precision.auto_constants import EFFECT_LIMIT, MEASURE_FROM
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.auto.auto_constants import EFFECT_LIMIT, MEASURE_FROM
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
 
 RNG = np.random.default_rng(11)
 
@@ -125,7 +125,7 @@ def test_the_record_is_empty_without_flushing_constants():
 
 def test_without_data_the_l2_share_decides_for_other_callers():
     # constant_decisions without data (the search's constants guard) decides by the L2 share.
-    from trtpipe.precision.auto_constants import constant_decisions
+    from trtpipe.precision.auto.auto_constants import constant_decisions
 
     model, _ = matmul_with(tiny_weight())
     name_nodes_as_parser_does(model)

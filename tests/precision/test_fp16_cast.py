@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from trtpipe.precision.fp16_cast import MIN_ELEMENTS_FOR_ORT, to_float16
+from trtpipe.precision.materialize.fp16_cast import MIN_ELEMENTS_FOR_ORT, to_float16
 
 
 def hard_cases() -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The cheap arithmetic computing an FP32 LayerNorm's input joins FP32 (precision/group_inputs.py).
+"""The cheap arithmetic computing an FP32 LayerNorm's input joins FP32 (precision/auto/group_inputs.py).
 
 Real residual networks, planned by `plan_precision`, materialised, run on the FP16 emulator.
 """
@@ -13,11 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.precision.models import precision_config
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.reference import ReferenceRunner
-from trtpipe.precision.cast_reasons import casts_by_reason
-from trtpipe.precision.decisions import MATERIALIZE_AS
-from trtpipe.precision.materialize import materialize
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.plan.cast_reasons import casts_by_reason
+from trtpipe.precision.network.decisions import MATERIALIZE_AS
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
 
 HIDDEN = 16
 BLOCKS = 2

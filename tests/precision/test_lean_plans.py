@@ -12,11 +12,11 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.precision.models import precision_config
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.reference import ReferenceRunner
-from trtpipe.precision.decisions import MATERIALIZE_AS
-from trtpipe.precision.materialize import materialize
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.plan_document import plan_document
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.network.decisions import MATERIALIZE_AS
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.plan_document import plan_document
+from trtpipe.precision.plan.planner import plan_precision
 
 HIDDEN = 16
 

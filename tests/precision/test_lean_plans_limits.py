@@ -109,10 +109,10 @@ def _all_casts(model: onnx.ModelProto) -> int:
 
 def test_fewest_casts_leaves_producers_of_tensors_read_in_bodies_alone():
     from tests.precision.models import precision_config
-    from trtpipe.precision.decisions import MATERIALIZE_AS
-    from trtpipe.precision.materialize import materialize
-    from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-    from trtpipe.precision.planner import plan_precision
+    from trtpipe.precision.network.decisions import MATERIALIZE_AS
+    from trtpipe.precision.materialize.materialize import materialize
+    from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+    from trtpipe.precision.plan.planner import plan_precision
 
     written = {}
     for fewest in (False, True):

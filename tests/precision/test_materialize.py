@@ -26,8 +26,8 @@ from tests.precision.graphs import (
 )
 from trtpipe.errors import UserError
 from trtpipe.models import builtin_model
-from trtpipe.precision.materialize import materialize, name_unnamed_nodes
-from trtpipe.precision.weights import bfloat16_bits
+from trtpipe.precision.materialize.materialize import materialize, name_unnamed_nodes
+from trtpipe.precision.materialize.weights import bfloat16_bits
 
 FP16, FP32 = TensorProto.FLOAT16, TensorProto.FLOAT
 
@@ -359,7 +359,7 @@ def test_pow_exponent_follows_the_base_precision_for_tensorrt():
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
-    from trtpipe.precision.materialize import materialize
+    from trtpipe.precision.materialize.materialize import materialize
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
@@ -381,7 +381,7 @@ def test_shape_of_an_fp16_tensor_needs_no_cast():
     import onnx
     from onnx import TensorProto, helper
 
-    from trtpipe.precision.materialize import materialize
+    from trtpipe.precision.materialize.materialize import materialize
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])

@@ -8,8 +8,8 @@ import pytest
 
 from tests.precision.graphs import mlp
 from trtpipe.errors import UserError
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.rules import compile_rules, resolve_rules, unmatched_optional
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.network.rules import compile_rules, resolve_rules, unmatched_optional
 
 
 def network():
@@ -25,7 +25,7 @@ def test_optional_must_be_a_boolean():
 
 def test_an_optional_miss_is_an_info_line_and_listed(caplog):
     rules = compile_rules({"hint": {"match": "regex", "pattern": ".*/norm[0-9]+/Pow", "optional": True}})
-    with caplog.at_level(logging.INFO, logger="trtpipe.precision.rules"):
+    with caplog.at_level(logging.INFO, logger="trtpipe.precision.network.rules"):
         matches = resolve_rules(rules, network(), "error")
     assert unmatched_optional(matches) == ["hint"]
     assert "skipped (optional: true)" in caplog.text

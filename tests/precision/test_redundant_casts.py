@@ -1,4 +1,4 @@
-"""Dead Casts and exact round trips removed after materialisation (trtpipe/precision/redundant_casts.py):
+"""Dead Casts and exact round trips removed after materialisation (trtpipe/precision/materialize/redundant_casts.py):
 structure, and numbers in ONNX Runtime and the emulator before and after."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.precision.models import data_block, precision_config, prepared
 from trtpipe.data import sample_feeds as stage_feeds
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.reference import ReferenceRunner
-from trtpipe.precision.redundant_casts import holds_exactly, remove_redundant_casts
+from trtpipe.precision.materialize.redundant_casts import holds_exactly, remove_redundant_casts
 from trtpipe.stages.precision import PlanPrecision
 
 FP16, FP32, BF16 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.BFLOAT16
@@ -102,10 +102,10 @@ def test_mixed_precision_plan_writes_at_most_six_casts_and_keeps_the_authors_fp3
 
 def test_mixed_precision_emulated_error_does_not_grow(tmp_path):
     """The stage's output against the same plan without the pass: the emulator's outputs are identical."""
-    from trtpipe.precision.decisions import MATERIALIZE_AS
-    from trtpipe.precision.materialize import materialize
-    from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-    from trtpipe.precision.planner import plan_precision
+    from trtpipe.precision.network.decisions import MATERIALIZE_AS
+    from trtpipe.precision.materialize.materialize import materialize
+    from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+    from trtpipe.precision.plan.planner import plan_precision
 
     source = prepared("mixed_precision")
     feeds = stage_feeds(source, data_block("mixed_precision", iterations=3))
@@ -361,7 +361,7 @@ def test_each_body_is_judged_by_its_own_types_however_many_bodies():
 
 def test_the_report_forgets_removed_casts_it_listed_as_added_or_reused():
     """Review: `details.materialize.casts_reused` could still name an author's Cast the pass removed."""
-    from trtpipe.precision.redundant_casts import forget_removed_casts
+    from trtpipe.precision.materialize.redundant_casts import forget_removed_casts
 
     report = {"casts_added": {"count": 2, "casts": [{"name": "added_a"}, {"name": "added_b"}]},
               "casts_reused": [{"cast": "authored_1", "tensor": "t"}, {"cast": "authored_2", "tensor": "u"}]}

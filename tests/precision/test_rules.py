@@ -8,9 +8,9 @@ import pytest
 
 from tests.precision.models import precision_config, prepared
 from trtpipe.errors import UserError
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
-from trtpipe.precision.rules import compile_rules
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
+from trtpipe.precision.network.rules import compile_rules
 
 
 def plan(model_name: str, fuse: bool = True, **config):

@@ -15,8 +15,8 @@ from tests.precision.graphs import make_model, value
 from tests.precision.models import precision_config
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.reference import ReferenceRunner
-from trtpipe.precision.decisions import MATERIALIZE_AS
-from trtpipe.precision.materialize import materialize
+from trtpipe.precision.network.decisions import MATERIALIZE_AS
+from trtpipe.precision.materialize.materialize import materialize
 from trtpipe.stages.precision import PlanPrecision
 
 RNG = np.random.default_rng(3)
@@ -233,8 +233,8 @@ def test_a_user_rule_is_not_overridden_but_reported(tmp_path, caplog):
 def test_a_boundary_inside_an_if_branch_is_checked_too():
     """Regression: the stored-tensor check walked the main graph only. Inside an If branch, a Mul kept
     FP32 (its constant 1e5 does not fit FP16) handed 4e5 to an FP16 Log: cast to inf, every output inf."""
-    from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-    from trtpipe.precision.planner import plan_precision
+    from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+    from trtpipe.precision.plan.planner import plan_precision
 
     def branch(name, k):
         return helper.make_graph(

@@ -11,14 +11,14 @@ from tests.precision.graphs import element_types, run
 from tests.precision.models import precision_config
 from tests.precision.subgraph_graphs import feeds_for, if_inside_loop, if_matmul, loop_carried, lstm_in_if, scan_rnn
 from trtpipe.errors import UserError
-from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.onnxmodel.subgraphs import all_graphs
 from trtpipe.numerics.emulator import EmulatedRunner
-from trtpipe.precision.decisions import MATERIALIZE_AS
-from trtpipe.precision.materialize import materialize
-from trtpipe.precision.names_table import write_names_table
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.plan_document import plan_document
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.network.decisions import MATERIALIZE_AS
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.names_table import write_names_table
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.plan_document import plan_document
+from trtpipe.precision.plan.planner import plan_precision
 
 FP16, FP32 = TensorProto.FLOAT16, TensorProto.FLOAT
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trtpipe.runner.cache import ArtifactCache, cache_key
+from trtpipe.cache.cache import ArtifactCache, cache_key
 
 MATERIAL = {
     "stage": "sanitize",
@@ -32,7 +32,7 @@ def write_model(text: str):
 def test_golden_key_is_pinned():
     # A change of the hashing format (canonical JSON, sha256) must be deliberate:
     # it invalidates every cache in the field. Update this value only on purpose.
-    from trtpipe.runner.hashing import canonical_json
+    from trtpipe.cache.hashing import canonical_json
 
     expected_bytes = (
         '{"config":{"fold_constants":true,"target":17},"inputs":{"model":"' + "0" * 64 + '"},'
@@ -101,7 +101,7 @@ def test_miss_reason_names_the_changed_config_key(tmp_path):
 
 def test_temporary_of_a_dead_writer_is_removed_and_a_live_one_kept(tmp_path):
     """Liveness is the writer's flock on its temporary's marker (cache_dir.py), not its PID."""
-    from trtpipe.runner.cache_dir import Temporary
+    from trtpipe.cache.cache_dir import Temporary
 
     ArtifactCache(tmp_path)
     live = Temporary(tmp_path / "tmp")

@@ -15,11 +15,11 @@ import onnx
 
 from tests.graph import graphs
 from trtpipe import api
-from trtpipe.graph import onnx_io
-from trtpipe.graph.onnx_io import data_file_source, load_model, save_model
+from trtpipe.onnxmodel import onnx_io
+from trtpipe.onnxmodel.onnx_io import data_file_source, load_model, save_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, BUILTIN_MODELS
-from trtpipe.runner import cache as cache_module
-from trtpipe.runner.hashing import sha256_file
+from trtpipe.cache import cache as cache_module
+from trtpipe.cache.hashing import sha256_file
 
 
 def test_upgrade_copies_sanitize_data_file_and_reuses_its_digest(tmp_path, monkeypatch):
@@ -44,7 +44,7 @@ def test_upgrade_copies_sanitize_data_file_and_reuses_its_digest(tmp_path, monke
     entry = [p for p in hashed if p.name == "model.onnx.data"]
     assert len(entry) == 1, f"only sanitize's data file is hashed, not upgrade's copy: {entry}"
     manifest_digest = result.manifest["stages"][1]["outputs"]["model"]["sha256"]
-    from trtpipe.runner.hashing import artifact_digest
+    from trtpipe.cache.hashing import artifact_digest
     assert artifact_digest(upgraded) == manifest_digest, "the reused digest is the true one"
 
 

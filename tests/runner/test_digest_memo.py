@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.runner.digest_memo import memoised_digest
-from trtpipe.runner.hashing import artifact_digest
+from trtpipe.cache.digest_memo import memoised_digest
+from trtpipe.cache.hashing import artifact_digest
 
 
 def external_model(path, weight: float):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.graph.onnx_io import load_model, save_model
-from trtpipe.runner.files import link_or_copy
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
+from trtpipe.cache.files import link_or_copy
 
 
 def test_external_data_stays_readable_after_publishing(tmp_path):

@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from trtpipe.runner import hashing
+from trtpipe.cache import hashing
 
 
 @pytest.fixture

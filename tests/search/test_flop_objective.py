@@ -24,14 +24,14 @@ import trtpipe.search.trials as trials_module
 from tests.precision.models import data_block, precision_config, prepared
 from tests.search.t5_like import INPUT_SPECS, build_t5_like
 from trtpipe.data import sample_feeds
-from trtpipe.graph.onnx_io import load_model
+from trtpipe.onnxmodel.onnx_io import load_model
 from trtpipe.graph.sanitize import sanitize_model
 from trtpipe.graph.upgrade import upgrade_model
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.reference import ReferenceRunner
-from trtpipe.precision.materialize import materialize
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
 from trtpipe.search.fp32_set import search_fp32_set
 from trtpipe.search.pareto import error_of, memory_cost
 from trtpipe.validate.compare import Tolerances, compare_candidate

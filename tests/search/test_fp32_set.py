@@ -22,9 +22,9 @@ import yaml
 
 from tests.precision.models import data_block, precision_config, prepared
 from trtpipe.data import sample_feeds
-from trtpipe.precision.materialize import materialize
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.planner import plan_precision
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
 from trtpipe.search.fp32_set import MATERIALIZE_AS, search_fp32_set
 from trtpipe.validate.compare import Tolerances, compare_candidate
 from trtpipe.numerics.emulator import EmulatedRunner
@@ -102,7 +102,7 @@ def test_search_keeps_far_fewer_nodes_fp32_on_decomposed_norms():
     assert all(name.endswith(("/Pow", "/ReduceMean_1", "/Add", "/Sqrt")) for name in nafnet.fp32_nodes)
     # A fused LayerNormalization computes in its input's type under strong typing (numerics/
     # low_precision_norm.py): the norms whose (x - E[x])^2 overflows FP16 must stay, and the guard;
-    # no heavy node. (Until precision/group_inputs.py the automatic plan, those 5 norms + the guard,
+    # no heavy node. (Until precision/auto/group_inputs.py the automatic plan, those 5 norms + the guard,
     # won the tie on Casts + FP32 nodes; it now keeps the residual Adds FP32 too, and the cheapest
     # passing trial of the 30 keeps the 2 attention mask Adds and Softmaxes instead: no FLOPs.)
     fused = searched("transformer", True)

@@ -9,9 +9,9 @@ import pytest
 from tests.precision.models import data_block, prepared
 from trtpipe.data import sample_feeds
 from trtpipe.numerics.emulator import EmulatedRunner
-from trtpipe.precision.auto_constants import constant_decisions
-from trtpipe.precision.materialize import materialize
-from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.auto.auto_constants import constant_decisions
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
 from trtpipe.search.switched import SwitchedEmulation, why_not_switched
 
 

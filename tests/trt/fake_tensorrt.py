@@ -68,7 +68,7 @@ class FakeTensorRTBackend:
         return [self.outputs(f) for f in feeds]
 
 
-# Inspector documents, written to the documented schemas (see trtpipe/trt/inspector_json.py).
+# Inspector documents, written to the documented schemas (see trtpipe/trt/inspect/inspector_json.py).
 
 def tensor_10x(name: str, dtype_text: str, dims=(1, 16, 64)) -> dict:
     return {"Name": name, "Location": "Device", "Dimensions": list(dims), "Format/Datatype": dtype_text}

@@ -9,8 +9,8 @@ import pytest
 
 from tests.trt.fake_tensorrt import layer, layers_10x, layers_11x, tensor_10x, tensor_11x
 from tests.trt.test_inspector_json import LN_NODES, myelin_10x, myelin_11x
-from trtpipe.trt.audit import audit_document, audit_engine, audit_table
-from trtpipe.trt.inspector_json import parse_engine_information
+from trtpipe.trt.inspect.audit import audit_document, audit_engine, audit_table
+from trtpipe.trt.inspect.inspector_json import parse_engine_information
 
 
 def plan(precisions: dict[str, str]) -> dict:

@@ -17,7 +17,7 @@ from tests.trt.test_trtexec import commands_in
 from tests.trt.tiny import write_inputs
 from trtpipe.config.build_schema import BuildConfig
 from trtpipe.errors import StageFailed, UserError
-from trtpipe.runner.hashing import artifact_digest
+from trtpipe.cache.hashing import artifact_digest
 from trtpipe.stages.build import BuildEngine
 from trtpipe.trt.seam import Environment
 from trtpipe.trt.timing_cache import timing_cache_name
@@ -212,11 +212,11 @@ def transformer_mixed(tmp_path_factory):
 
 def inspector_with_a_foreign_node(model_path, around: str) -> dict:
     """One engine layer per node (typed as the ONNX says), except `around`, the FP32 node producing its
-    input when that is not a Cast (the residual Add, precision/group_inputs.py), and the Casts next to
+    input when that is not a Cast (the residual Add, precision/auto/group_inputs.py), and the Casts next to
     them, which a Myelin ForeignNode swallowed: its I/O are the Casts' FP16 tensors."""
     import onnx
 
-    from trtpipe.graph.parser_names import parser_names
+    from trtpipe.graph.names.parser_names import parser_names
 
     model = onnx.shape_inference.infer_shapes(onnx.load(str(model_path)))
     graph = model.graph
@@ -258,7 +258,7 @@ def test_transformer_audit_finds_the_layernorm_myelin_swallowed_with_fake_tensor
                                             config(tmp_path), mk(tmp_path / "out"))
     audit = json.loads((tmp_path / "out" / "precision_audit.json").read_text())
     rows = {row["node"]: row for row in audit["rows"]}
-    # The norm and the FP32 Adds computing its input (precision/group_inputs.py), all realised FP16.
+    # The norm and the FP32 Adds computing its input (precision/auto/group_inputs.py), all realised FP16.
     assert audit["violations"][-1] == swallowed_ln
     assert [v.rsplit("/", 1)[1] for v in audit["violations"][:-1]] == ["Add", "Add"]
     assert rows[swallowed_ln]["realised"] == "fp16" and rows[swallowed_ln]["fused"]

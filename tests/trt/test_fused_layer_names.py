@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trtpipe.trt.layer_names import name_parts, nodes_of_layer
+from trtpipe.trt.inspect.layer_names import name_parts, nodes_of_layer
 
 NODES = {"Conv_12", "Clip_16", "Sigmoid_3", "Mul_4", "/Einsum_1", "/attn/Softmax", "a + b", "MatMul"}
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.trt.fake_tensorrt import layer, layers_10x, layers_11x, tensor_10x, tensor_11x
 from trtpipe.errors import UserError
-from trtpipe.trt.inspector_json import normalise_dtype, parse_engine_information
+from trtpipe.trt.inspect.inspector_json import normalise_dtype, parse_engine_information
 
 LN_NODES = ["/ln/ReduceMean", "/ln/Sub", "/ln/Pow", "/ln/ReduceMean_1", "/ln/Add", "/ln/Sqrt", "/ln/Div",
             "/ln/Mul", "/ln/Add_1"]

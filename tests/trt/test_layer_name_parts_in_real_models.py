@@ -12,9 +12,9 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.trt.test_real_inspector_files import DATA, ivit_document
-from trtpipe.trt.audit import audit_engine
-from trtpipe.trt.inspector_json import parse_engine_information
-from trtpipe.trt.layer_names import layers_by_node, name_parts, nodes_of_layer
+from trtpipe.trt.inspect.audit import audit_engine
+from trtpipe.trt.inspect.inspector_json import parse_engine_information
+from trtpipe.trt.inspect.layer_names import layers_by_node, name_parts, nodes_of_layer
 
 RESNET = parse_engine_information((DATA / "trex_resnet_a100_fp16.graph.json").read_text())
 IVIT = parse_engine_information(ivit_document())

@@ -3,7 +3,7 @@ node - the `<node>_<N>` layers the parser adds and helper layers known by their 
 
 from __future__ import annotations
 
-from trtpipe.trt.layer_names import layers_by_node, nodes_of_layer, onnx_nodes_in_metadata
+from trtpipe.trt.inspect.layer_names import layers_by_node, nodes_of_layer, onnx_nodes_in_metadata
 from trtpipe.trt.legacy import LayerView, constraints_summary, legacy_constraints
 
 PLAN = {"nodes": [{"name": "/ln/Pow", "precision": "fp32"}, {"name": "/ln/ReduceMean", "precision": "fp32"},

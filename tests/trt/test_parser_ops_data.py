@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.parser_ops import document, dumps, parse_operators_md, parse_plugin_readme
-from trtpipe.trt.parser_ops import DATA_DIR, load_list, shipped_versions, version_key
+from trtpipe.trt.parser.parser_ops import DATA_DIR, load_list, shipped_versions, version_key
 
 # The TensorRT versions trtpipe supports (DESIGN.md): 10.x (10.0 and the last 10.x) and 11.x.
 REQUIRED_MAJORS = {10, 11}
@@ -105,6 +105,6 @@ def test_the_lists_ship_in_the_wheel():
     from pathlib import Path
 
     setuptools = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "trtpipe.trt.onnx_parser_ops" in setuptools["packages"]
-    assert setuptools["package-data"]["trtpipe.trt.onnx_parser_ops"] == ["*.json"]
+    assert "trtpipe.trt.parser.onnx_parser_ops" in setuptools["packages"]
+    assert setuptools["package-data"]["trtpipe.trt.parser.onnx_parser_ops"] == ["*.json"]
     assert DATA_DIR.name == "onnx_parser_ops" and len(list(DATA_DIR.glob("*.json"))) == len(shipped_versions()) >= 3

@@ -12,10 +12,10 @@ from onnx import TensorProto, helper
 
 from tests.trt import parser_models as pm
 from trtpipe.errors import UserError
-from trtpipe.graph.parser_support import one_line, parser_support
+from trtpipe.graph.names.parser_support import one_line, parser_support
 from trtpipe.models import BUILTIN_MODELS
-from trtpipe.trt.parser_ops import list_for, load_list, shipped_versions
-from trtpipe.trt.parser_check import check_parser_support
+from trtpipe.trt.parser.parser_ops import list_for, load_list, shipped_versions
+from trtpipe.trt.parser.parser_check import check_parser_support
 
 NEWEST = shipped_versions()[-1]
 

@@ -15,8 +15,8 @@ from trtpipe.config.locate import conf_dir
 from trtpipe.config.preflight import compose_checked
 from trtpipe.config.store import register_configs
 from trtpipe.stages.build import BuildEngine
-from trtpipe.trt.parser_ops import list_for
-from trtpipe.trt.plan_types import pin_rule, plan_precision_findings
+from trtpipe.trt.parser.parser_ops import list_for
+from trtpipe.trt.parser.plan_types import pin_rule, plan_precision_findings
 
 NODES = {"/warp/GridSample": "GridSample", "/head/MatMul": "MatMul", "/head/Mish": "Mish"}
 

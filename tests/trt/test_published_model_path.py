@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trtpipe.runner.cache_dir import claim_cache_dir
+from trtpipe.cache.cache_dir import claim_cache_dir
 from trtpipe.stages.build import published_model_path
 
 

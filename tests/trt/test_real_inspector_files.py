@@ -8,9 +8,9 @@ import json
 import re
 from pathlib import Path
 
-from trtpipe.trt.audit import audit_engine
-from trtpipe.trt.inspector_json import parse_engine_information
-from trtpipe.trt.layer_names import nodes_of_layer
+from trtpipe.trt.inspect.audit import audit_engine
+from trtpipe.trt.inspect.inspector_json import parse_engine_information
+from trtpipe.trt.inspect.layer_names import nodes_of_layer
 
 DATA = Path(__file__).parent / "data" / "inspector"
 

@@ -88,7 +88,7 @@ def test_builtin_models_build_strongly_typed_and_are_audited(built):
 
 def test_the_engine_passes_validation_against_the_fp32_reference(built):
     from trtpipe.data import sample_feeds
-    from trtpipe.graph.onnx_io import load_model
+    from trtpipe.onnxmodel.onnx_io import load_model
     from trtpipe.validate.compare import Tolerances, compare_candidate
     from trtpipe.numerics.reference import ReferenceRunner
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.validate.naive_fp16 import fp16_except, naive_fp16
 from trtpipe.models import BUILTIN_INPUT_SPECS, builtin_model
-from trtpipe.precision.decisions import Decision
+from trtpipe.precision.network.decisions import Decision
 from trtpipe.numerics.inputs import generate_inputs
 from trtpipe.validate.localize import localize
 from trtpipe.validate.plot import plot_rows_from_localization, write_accuracy_plot

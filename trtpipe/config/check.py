@@ -47,7 +47,7 @@ def _check_schema(cfg: DictConfig) -> None:
 
 def _check_values(cfg: DictConfig) -> None:
     """Values the schema's types cannot express: enumerations and regexes."""
-    from trtpipe.precision.rules import compile_rules
+    from trtpipe.precision.network.rules import compile_rules
 
     _check_input_specs(cfg)
     _check_tolerances(cfg)

@@ -23,7 +23,7 @@ class ModelConfig:
 
 @dataclass
 class CacheConfig:
-    # Decision (runner/cache_home.py): TRTPIPE_CACHE, else the user's cache directory
+    # Decision (cache/cache_home.py): TRTPIPE_CACHE, else the user's cache directory
     # ($XDG_CACHE_HOME/trtpipe/artifacts or ~/.cache/trtpipe/artifacts), so every working directory and every
     # run of a CI job share one cache; cache.dir=PATH wins over both.
     dir: str = "${trtpipe.cache_home:}"
@@ -81,7 +81,7 @@ class AutoPrecisionConfig:
     constants: str = "keep_fp32"
     # LayerNorm/RMSNorm groups (decomposed or fused) and Softmax are each one unit: FP32 as a
     # whole when `protect` says so. evidence: only when a member is out of range or its FP16
-    # statistics lose what the output needs (precision/evidence_groups.py); always: whatever
+    # statistics lose what the output needs (precision/auto/evidence_groups.py); always: whatever
     # their ranges (the behaviour before 2026-11).
     normalization: bool = True
     softmax: bool = False
@@ -119,7 +119,7 @@ class PrecisionConfig:
     # (default fp32)}. Decision: typed Any, not a dataclass, so the command line can add a
     # whole rule as `+precision.rules.NAME={match:regex,pattern:'...',precision:fp32}`
     # (OmegaConf cannot assign a dict literal into a dict of dataclasses); each rule's
-    # fields are checked by trtpipe.precision.rules.compile_rules with the full key.
+    # fields are checked by trtpipe.precision.network.rules.compile_rules with the full key.
     rules: Dict[str, Any] = field(default_factory=dict)
     keep_io_types: bool = True
     on_unmatched: str = "error"  # error | warn

@@ -32,7 +32,7 @@ _STAGE_SCHEMAS = {
 
 def register_configs() -> None:
     """Idempotent: storing the same names again replaces them."""
-    from trtpipe.runner.cache_home import register_cache_resolver
+    from trtpipe.cache.cache_home import register_cache_resolver
 
     register_cache_resolver()  # cache.dir's default: ${trtpipe.cache_home:}
     store = ConfigStore.instance()

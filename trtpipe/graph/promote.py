@@ -53,13 +53,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from trtpipe.graph.bounded_regex import fullmatches
-from trtpipe.graph.domains import DEFAULT_DOMAINS
+from trtpipe.graph.names.bounded_regex import fullmatches
+from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.errors import UserError
-from trtpipe.graph import value_info
-from trtpipe.graph.parser_names import parser_names, unique_name
-from trtpipe.graph.promoted_names import record_promoted_outputs
-from trtpipe.graph.onnx_io import load_model, save_model
+from trtpipe.onnxmodel import value_info
+from trtpipe.graph.names.parser_names import parser_names, unique_name
+from trtpipe.graph.names.promoted_names import record_promoted_outputs
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
 
 logger = logging.getLogger(__name__)
 

@@ -71,21 +71,23 @@ from polygraphy.backend.onnx.util import get_num_nodes as polygraphy_num_nodes
 from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
 
 from trtpipe.errors import UserError
-from trtpipe.graph import input_dims, validity, value_info
-from trtpipe.graph.domains import DEFAULT_DOMAINS
-from trtpipe.graph.fast_fold import fold_pass
-from trtpipe.graph.fold_check import may_fold
-from trtpipe.graph.gs_bridge import graph_from_model, model_from_graph, refuse_unexportable_io, restore_model_fields
-from trtpipe.graph.gs_order import cleaned_and_sorted
-from trtpipe.graph.onnx_io import load_model, save_model
-from trtpipe.graph.node_names import make_node_names_unique
-from trtpipe.graph.opset import default_opset
-from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
-from trtpipe.graph.shape_ranges import restore_shape_ranges, split_shape_ranges
-from trtpipe.graph.subgraphs import all_graphs
+from trtpipe.graph.passes import validity
+from trtpipe.onnxmodel import input_dims
+from trtpipe.onnxmodel import value_info
+from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
+from trtpipe.graph.fold.fast_fold import fold_pass
+from trtpipe.graph.fold.fold_check import may_fold
+from trtpipe.graph.onnx_gs.gs_bridge import graph_from_model, model_from_graph, refuse_unexportable_io, restore_model_fields
+from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
+from trtpipe.graph.names.node_names import make_node_names_unique
+from trtpipe.graph.passes.opset import default_opset
+from trtpipe.graph.passes.reshape_allowzero import make_reshape_allowzero_explicit
+from trtpipe.graph.passes.shape_ranges import restore_shape_ranges, split_shape_ranges
+from trtpipe.onnxmodel.subgraphs import all_graphs
 from trtpipe.numerics.ort_logging import quiet_onnxruntime
-from trtpipe.graph.undoable_passes import GraphPass, PassRefused, run_passes
-from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory
+from trtpipe.graph.passes.undoable_passes import GraphPass, PassRefused, run_passes
+from trtpipe.onnxmodel.weights_on_disk import is_on_disk, load_into_memory
 
 logger = logging.getLogger(__name__)
 

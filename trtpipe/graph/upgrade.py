@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trtpipe.graph import value_info
-from trtpipe.graph.layernorm_fusion import MIN_OPSET, fuse_layernorms_then_infer_shapes
-from trtpipe.graph.onnx_io import load_model, save_model
-from trtpipe.graph.opset import convert_opset, default_opset
-from trtpipe.graph.reshape_allowzero import make_reshape_allowzero_explicit
+from trtpipe.onnxmodel import value_info
+from trtpipe.graph.layernorm.layernorm_fusion import MIN_OPSET, fuse_layernorms_then_infer_shapes
+from trtpipe.onnxmodel.onnx_io import load_model, save_model
+from trtpipe.graph.passes.opset import convert_opset, default_opset
+from trtpipe.graph.passes.reshape_allowzero import make_reshape_allowzero_explicit
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from trtpipe.graph.parser_names import unique_name
+from trtpipe.graph.names.parser_names import unique_name
 
 # Fixed metadata: part of what makes the serialised bytes reproducible.
 PRODUCER_NAME = "trtpipe"

@@ -57,8 +57,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.graph.domains import DEFAULT_DOMAINS
-from trtpipe.graph.weights_on_disk import is_on_disk, tensor_array
+from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
+from trtpipe.onnxmodel.weights_on_disk import is_on_disk, tensor_array
 from trtpipe.numerics.low_precision_norm import layernorm_in_low_precision
 from trtpipe.numerics.refusals import (
     refuse_bf16_before_opset_13,
@@ -156,7 +156,7 @@ class _Rewriter:
     def _convert_initializers(self, graph: onnx.GraphProto) -> list[onnx.NodeProto]:
         """Low-precision initializers as FP32 values; returns the Casts that widen on-disk ones.
 
-        Decision: a weight on disk (a large model, `graph/weights_on_disk.py`) stays
+        Decision: a weight on disk (a large model, `trtpipe/onnxmodel/weights_on_disk.py`) stays
         in its file in its own type, renamed `<name>__trtpipe_stored`, and a
         `Cast(to=FLOAT)` at the top of the graph produces `<name>`: the same exact
         FP32 values, computed by ONNX Runtime per run, instead of an FP32 copy of

@@ -43,7 +43,7 @@ import onnx
 
 from trtpipe.config.override_text import input_shape_override, input_spec_override
 from trtpipe.errors import UserError
-from trtpipe.graph import input_dims
+from trtpipe.onnxmodel import input_dims
 from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ rules:
   inputs drive an FP32 reference and a candidate with FP16 inputs; that is
   what a user feeding the engine FP16 would do. Other mismatches and missing
   or unknown inputs are user errors naming the input.
-- Weights on disk (`graph/weights_on_disk.py`) stay there: ONNX Runtime
+- Weights on disk (`trtpipe/onnxmodel/weights_on_disk.py`) stay there: ONNX Runtime
   refuses the anchored absolute locations, so the session's model names them
   relative to their folder and the folder is given as a session option
   (ONNX Runtime then maps the file: measured on a 2.7 GB model, 1.04x its
@@ -45,9 +45,9 @@ import onnx
 import onnxruntime as ort
 
 from trtpipe.errors import UserError
-from trtpipe.graph.model_parts import all_tensors, model_without_initializers
-from trtpipe.graph.onnx_io import PROTOBUF_LIMIT_BYTES, estimated_bytes, save_model
-from trtpipe.graph.weights_on_disk import is_on_disk, load_into_memory, on_disk_span, set_external
+from trtpipe.onnxmodel.model_parts import all_tensors, model_without_initializers
+from trtpipe.onnxmodel.onnx_io import PROTOBUF_LIMIT_BYTES, estimated_bytes, save_model
+from trtpipe.onnxmodel.weights_on_disk import is_on_disk, load_into_memory, on_disk_span, set_external
 from trtpipe.numerics.ort_logging import session_options
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 
-from trtpipe.graph.value_info import strip_value_info
+from trtpipe.onnxmodel.value_info import strip_value_info
 from trtpipe.numerics.ort_session import OrtSession, with_extra_outputs
 from trtpipe.numerics.tensor_types import infer_tensor_types, is_float_tensor
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
-from trtpipe.graph.domains import DEFAULT_DOMAINS
-from trtpipe.graph.subgraphs import all_graphs
-from trtpipe.graph.value_info import inferred_copy
+from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
+from trtpipe.onnxmodel.subgraphs import all_graphs
+from trtpipe.onnxmodel.value_info import inferred_copy
 
 from trtpipe.numerics.rounding import is_float_type
 

@@ -1,8 +1,12 @@
 """Precision control by rewriting the ONNX graph (TensorRT 11 networks are strongly typed).
 
-A precision plan (every node's precision: fp32, fp16, bf16 or keep) becomes
-tensor types in the graph: `materialize` converts weights, retypes nodes and
-inserts the fewest Casts at the boundaries. Deciding the plan is the planner's
-job; this package only makes a decided plan true in the graph, and reports
-every decision it took on the way.
+Four rooms, layered top to bottom (a room imports only the rooms below it):
+- `plan/`: the planner (user rules, then automatic rules, then the fewest-Cast
+  boundaries), the plan document and every node's reason.
+- `auto/`: the automatic rules measured on the reference run (range, boundaries,
+  constants, flush effect, normalization groups and their inputs, smoothing, fewest Casts).
+- `materialize/`: makes a decided plan true in the graph (node types, weights and their
+  copies, Casts, redundant Casts, control-flow bodies).
+- `network/`: the parsed network as TensorRT's parser sees it, its indexes, names, the
+  user's rules resolved against it, element types and FLOPs.
 """

@@ -11,8 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from trtpipe.runner.files import write_atomic
-from trtpipe.runner.tools import environment_record
+from trtpipe.cache.files import write_atomic
+from trtpipe.cache.tools import environment_record
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1

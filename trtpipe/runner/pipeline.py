@@ -14,16 +14,16 @@ from omegaconf import DictConfig, OmegaConf
 from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
 from trtpipe.data import resolved_data
-from trtpipe.runner.cache import ArtifactCache
-from trtpipe.runner.cache_home import note_old_cache
-from trtpipe.runner.digest_memo import memoised_digest
+from trtpipe.cache.cache import ArtifactCache
+from trtpipe.cache.cache_home import note_old_cache
+from trtpipe.cache.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
-from trtpipe.runner.files import disk_errors_as_user_errors
+from trtpipe.cache.files import disk_errors_as_user_errors
 from trtpipe.runner.interrupt import Interrupted, signals_deferred
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
-from trtpipe.runner.publish import RunDirPublisher
+from trtpipe.cache.publish import RunDirPublisher
 from trtpipe.runner.stage_order import check_stage_order
-from trtpipe.runner.tools import tool_versions
+from trtpipe.cache.tools import tool_versions
 from trtpipe.source import resolve_model_source
 from trtpipe.stages import stage_class
 from trtpipe.stages.base import SOURCE_KIND, Stage

@@ -89,11 +89,11 @@ import numpy as np
 import onnx
 
 from trtpipe.errors import UserError
-from trtpipe.precision.authored import authored_decisions
-from trtpipe.precision.auto_constants import constant_decisions
-from trtpipe.precision.decisions import Decision, LOW_PRECISIONS, MATERIALIZE_AS
-from trtpipe.precision.network import Network, name_nodes_as_parser_does, network_from_model
-from trtpipe.precision.plan_document import computes_low
+from trtpipe.precision.network.authored import authored_decisions
+from trtpipe.precision.auto.auto_constants import constant_decisions
+from trtpipe.precision.network.decisions import Decision, LOW_PRECISIONS, MATERIALIZE_AS
+from trtpipe.precision.network.network import Network, name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.plan_document import computes_low
 from trtpipe.search.moves import PROGRESS, SearchSteps
 from trtpipe.search.pareto import FlopShare, chosen_json, chosen_trial, front_json, pareto_front
 from trtpipe.search.rules_yaml import assumed_settings, fp32_rules, rules_yaml

@@ -1,7 +1,7 @@
 """The search's objective and its trade-off: low-precision FLOP share against error.
 
 - `FlopShare` prices a plan: the share of the heavy compute (MatMul, Gemm, Conv;
-  `trtpipe.precision.flops.node_flops` through the Network, so it counts what the
+  `trtpipe.precision.network.flops.node_flops` through the Network, so it counts what the
   plan document counts) that runs in low precision when the searched nodes in
   the FP32 set stay FP32 and the fixed nodes are as decided.
 - `pareto_front`: the trials no other trial beats in both FLOP share (higher)
@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from trtpipe.precision.flops import node_flops
-from trtpipe.precision.network import Network
+from trtpipe.precision.network.flops import node_flops
+from trtpipe.precision.network.network import Network
 from trtpipe.search.trials import Trial
 
 

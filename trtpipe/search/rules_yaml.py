@@ -23,9 +23,9 @@ import re
 
 import yaml
 
-from trtpipe.graph.parser_names import unique_name
-from trtpipe.precision.network import Network
-from trtpipe.precision.rules import compile_rules, resolve_rules
+from trtpipe.graph.names.parser_names import unique_name
+from trtpipe.precision.network.network import Network
+from trtpipe.precision.network.rules import compile_rules, resolve_rules
 
 _SHOWN_NAMES = 5
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from trtpipe.precision.network import Network
-from trtpipe.precision.norm_groups import normalization_groups
+from trtpipe.precision.network.network import Network
+from trtpipe.precision.auto.norm_groups import normalization_groups
 from trtpipe.validate.localize import LARGEST_VALUE, Localization
 from trtpipe.numerics.metrics import json_float
 

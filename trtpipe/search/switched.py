@@ -38,7 +38,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from trtpipe.numerics.ort_session import OrtSession
-from trtpipe.precision.materialize import authored_element_types
+from trtpipe.precision.materialize.materialize import authored_element_types
 
 PREFIX = "__trtpipe_switch"
 RETYPED_VALUE_OPS = frozenset({"Cast", "Constant", "ConstantOfShape"})

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import onnx
 
-from trtpipe.precision.materialize import materialize
+from trtpipe.precision.materialize.materialize import materialize
 from trtpipe.validate.compare import BOUNDS as JUDGED_METRICS  # (metric, bound field, upper) per judged metric
 from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
 from trtpipe.numerics.emulator import EmulatedRunner

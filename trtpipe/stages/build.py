@@ -13,7 +13,7 @@ Decisions:
 - A failed audit (`build.audit=error`) is a verdict like validation's: the engine and
   the audit are cached and published, then the run exits 1.
 - Before TensorRT is touched (or the build deferred), the model's op set is checked
-  against the TensorRT ONNX parser's list (trtpipe.trt.parser_check): an op it cannot
+  against the TensorRT ONNX parser's list (trtpipe.trt.parser.parser_check): an op it cannot
   import stops the run (exit 2) unless `build.unsupported=warn`; build/parser_support.json
   records the check either way.
 """
@@ -36,13 +36,8 @@ ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
 
 class BuildEngine(Stage):
     name = "build"
-    # 2: the parser op-support check (build/parser_support.json, its fact in the summary).
-    # 3: trtexec.txt names the model where the run directory publishes it (../precision/model.onnx),
-    #    pool sizes in MiB (trtexec 10.0 has no size suffixes); parser_support.json gains `plan_precision`
-    #    (planned FP16/BF16 op types the parser's type list lacks).
-    # 4: a cache entry's model is recognised by the cache marker (not any path through `entries/`);
-    #    trtexec.txt names a tactic_dram limit trtexec cannot express in a comment.
-    version = "4"
+    # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
+    version = "5"
     consumes = ("model", "plan")
     # Always; engine, layer_info, audit, build_log when an engine was built.
     produces = ("trtexec", "parser_support")
@@ -84,8 +79,8 @@ class BuildEngine(Stage):
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         import onnx
 
-        from trtpipe.runner.hashing import artifact_digest
-        from trtpipe.trt.parser_check import check_parser_support
+        from trtpipe.cache.hashing import artifact_digest
+        from trtpipe.trt.parser.parser_check import check_parser_support
         from trtpipe.trt.profiles import checked_profiles
         from trtpipe.trt.trtexec import trtexec_file
 
@@ -134,7 +129,7 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     this path in the key."""
     import os
 
-    from trtpipe.runner.cache_dir import CACHE_MARKER
+    from trtpipe.cache.cache_dir import CACHE_MARKER
 
     model = Path(model).absolute()
     parts = model.parts
@@ -146,7 +141,7 @@ def published_model_path(model: Path, out_dir: Path) -> str:
 
 
 def _with_parser(outcome: StageOutcome, parser_fact: str) -> StageOutcome:
-    from trtpipe.trt.parser_check import REPORT
+    from trtpipe.trt.parser.parser_check import REPORT
 
     outcome.outputs["parser_support"] = REPORT
     outcome.summary = f"{outcome.summary}; {parser_fact}"
@@ -192,9 +187,9 @@ def _deferred(availability, config: Mapping, model_sha: str, plan_sha: str, out_
 
 
 def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_dir: Path) -> StageOutcome:
-    from trtpipe.graph.parser_names import parser_names
-    from trtpipe.trt.audit import audit_document, audit_engine, audit_table
-    from trtpipe.trt.inspector_json import parse_engine_information
+    from trtpipe.graph.names.parser_names import parser_names
+    from trtpipe.trt.inspect.audit import audit_document, audit_engine, audit_table
+    from trtpipe.trt.inspect.inspector_json import parse_engine_information
 
     (out_dir / ENGINE).write_bytes(result.engine_bytes)
     (out_dir / LAYER_INFO).write_text(result.inspector_json)
@@ -228,8 +223,8 @@ def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_di
 
 def _float_outputs(model) -> dict[str, int]:
     """Node name (as the parser names layers) -> number of float outputs (unknown types count as float)."""
-    from trtpipe.graph.parser_names import parser_names
-    from trtpipe.precision.network import FLOAT_TYPES
+    from trtpipe.graph.names.parser_names import parser_names
+    from trtpipe.precision.network.network import FLOAT_TYPES
 
     graph = model.graph
     types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.output, *graph.value_info]

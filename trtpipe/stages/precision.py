@@ -16,30 +16,7 @@ log = logging.getLogger(__name__)
 
 class PlanPrecision(Stage):
     name = "precision"
-    # 2: search; 3: no times in search.json; 4: max_rel floor; 5: TensorRT rule check; 6: fp64 nodes kept;
-    # 7: RMSNorm group includes Mul(x, 1/rms), plan lists rules_unmatched_optional;
-    # 8: stored-tensor (boundary) check, `boundaries` in the plan; flushing weights judged by their effect;
-    # 9: If/Loop/Scan bodies planned and materialised, FLOP share with the sample data's shapes;
-    # 10: dim_value <= 0 is dynamic (shapes, FLOPs);
-    # 11: the search maximises the FLOP share, search.json format 2 (Pareto front);
-    # 12: LayerNorm groups in the forms other exporters write;
-    # 13: stored-tensor check inside If/Loop/Scan bodies; saturating readers (Tanh, Sigmoid, Erf) tolerated
-    # 14: normalization groups and Softmax FP32 only on evidence (precision.auto.protect), additive masks
-    #     read by Softmax stay FP16, fewest Casts by a minimum cut (precision.auto.fewest_casts),
-    #     `totals.casts_by_reason`, `fewest_casts` and `masked_additions` in the plan
-    # 15: fused Instance/GroupNormalization stay FP32 with their group (statistics not measured);
-    #     an additive mask read by LogSoftmax is not tolerated; the mask Add's reason says why it is FP16
-    # 16: dead Casts and exact round trips (FP16 -> FP32 -> FP16) removed after materialisation,
-    #     authored ones included; `redundant_casts` in the plan (precision/redundant_casts.py)
-    # 17: the plan's `fewest_casts.moved` in network order (was the process's string-hash order)
-    # 18: the cheap arithmetic computing the input of an FP32 LayerNorm/RMSNorm group joins FP32
-    #     ("normalization input", precision/group_inputs.py)
-    # 19: redundant Casts judged per body by that body's own types (an id()-keyed cache read another
-    #     body's); a removed authored Cast counted under totals.nodes.removed, not "kept as authored"
-    # 20: normalization-input regions decided after the user rules (a region follows its group's final
-    #     FP32-ness), walked through shape-only nodes and nodes already FP32; reasons in the planned
-    #     type's rounding, per node
-    # 21: details.materialize.casts_reused no longer lists an author's Cast the redundant pass removed
+    # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
     version = "21"
     consumes = ("model",)
     produces = ("model", "plan")
@@ -77,16 +54,16 @@ class PlanPrecision(Stage):
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.data import sample_feeds
-        from trtpipe.graph.onnx_io import load_model, save_model
-        from trtpipe.precision.decisions import MATERIALIZE_AS
-        from trtpipe.precision.control_flow import derive_control_flow
-        from trtpipe.precision.flop_shapes import feeds_for_shapes, record_feed_shapes
-        from trtpipe.precision.materialize_reuse import materialize_or_reuse
-        from trtpipe.precision.names_table import write_names_table
-        from trtpipe.precision.network import name_nodes_as_parser_does, network_from_model
-        from trtpipe.precision.plan_document import plan_document, summary_line
-        from trtpipe.precision.planner import plan_precision
-        from trtpipe.precision.redundant_casts import forget_removed_casts, record_removals, remove_redundant_casts
+        from trtpipe.onnxmodel.onnx_io import load_model, save_model
+        from trtpipe.precision.network.decisions import MATERIALIZE_AS
+        from trtpipe.precision.auto.control_flow import derive_control_flow
+        from trtpipe.precision.network.flop_shapes import feeds_for_shapes, record_feed_shapes
+        from trtpipe.precision.materialize.materialize_reuse import materialize_or_reuse
+        from trtpipe.precision.network.names_table import write_names_table
+        from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+        from trtpipe.precision.plan.plan_document import plan_document, summary_line
+        from trtpipe.precision.plan.planner import plan_precision
+        from trtpipe.precision.materialize.redundant_casts import forget_removed_casts, record_removals, remove_redundant_casts
 
         model = load_model(inputs["model"], weights_on_disk=True)
         name_nodes_as_parser_does(model)
@@ -134,7 +111,7 @@ def _rules_against_tensorrt(model_path: Path, net, matches, backend) -> dict:
     if not matches:
         return {"checked": False, "reason": "no precision rules"}
     from trtpipe.trt import backend as real_backend
-    from trtpipe.trt.layer_names import layers_by_node
+    from trtpipe.trt.inspect.layer_names import layers_by_node
 
     backend = backend or real_backend()
     availability = backend.availability()

@@ -12,14 +12,15 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class PromoteOutputs(Stage):
     name = "promote_outputs"
-    version = "2"  # 2: promoted-outputs metadata written as UTF-8 JSON like every trtpipe metadata entry
+    # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
+    version = "2"
     consumes = ("model",)
     produces = ("model",)
     tools = ("onnx", "onnx-graphsurgeon", "numpy", "protobuf")
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.graph.promote import promote_outputs
-        from trtpipe.runner.hashing import external_data_locations
+        from trtpipe.cache.hashing import external_data_locations
 
         if not config["tensors"] and not config["nodes"]:
             # Decision: an empty selection passes the model through (a recipe may list the

@@ -10,9 +10,8 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class SanitizeModel(Stage):
     name = "sanitize"
-    # 2: also produces `reference`. 3: a pass that breaks a valid model is undone (also inside
-    # subgraphs), the result is held to the source's validity (full check, ONNX Runtime).
-    version = "4"  # 4: duplicate node names made unique (graph/node_names.py), listed in nodes_renamed
+    # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
+    version = "4"
     consumes = ("model",)
     # `reference`: the same file, kept by kind so validate compares against the sanitized
     # model even after later stages replace `model`.

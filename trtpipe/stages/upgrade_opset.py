@@ -10,8 +10,7 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class UpgradeOpset(Stage):
     name = "upgrade_opset"
-    # 2: fuses the tf2onnx/jax2tf LayerNorm forms (E[x^2]-E[x]^2, Reciprocal, Keras) (layernorm helper).
-    # 3: a target below the model's opset is reported (summary, warning), not silently ignored.
+    # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
     version = "3"
     consumes = ("model",)
     produces = ("model",)

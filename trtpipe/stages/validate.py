@@ -20,12 +20,8 @@ from trtpipe.stages.base import Stage, StageOutcome
 
 class ValidateAccuracy(Stage):
     name = "validate"
-    # 2: accuracy.png; 3: max_rel floor 1e-2 of the output's scale; 4: abs_p99, rel_p99, rel_l2
-    # metrics and bounds, localization.first_nonfinite / first_above_threshold / kind
-    # 5: positions where the reference is inf/NaN counted (ref_nonfinite) and noted; a mismatch there fails
-    # 6: failure line a summary (not the table again); names cut in the middle, unique; plot marks
-    # 7: localisation counts values saturated with the reference (a mask) as no error
-    version = "8"  # 8: a validate.outputs key naming no output is a user error (entries before ignored it)
+    # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
+    version = "8"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
@@ -40,8 +36,8 @@ class ValidateAccuracy(Stage):
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.config.output_names import check_output_names
         from trtpipe.data import sample_feeds
-        from trtpipe.graph.onnx_io import load_model
-        from trtpipe.graph.promoted_names import read_promoted_outputs
+        from trtpipe.onnxmodel.onnx_io import load_model
+        from trtpipe.graph.names.promoted_names import read_promoted_outputs
         from trtpipe.validate.compare import Tolerances, compare_candidate, reference_nonfinite_notes
         from trtpipe.numerics.emulator import EmulatedRunner
         from trtpipe.validate.localize import localize_results

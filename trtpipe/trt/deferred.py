@@ -61,7 +61,7 @@ def main(argv=None):
     if model is None or plan is None:
         parser.error("cannot find the model/plan of this run by sha256; give --model and --plan")
     from trtpipe.errors import TrtpipeError
-    from trtpipe.runner.hashing import artifact_digest
+    from trtpipe.cache.hashing import artifact_digest
     from trtpipe.stages.build import BuildEngine
 
     for path, digest in ((model, MODEL_SHA256), (plan, PLAN_SHA256)):

@@ -5,7 +5,7 @@ Decisions:
   node: the parser adds `<node>_<N>` layers and helper layers, and a constraint on the
   first layer alone leaves the rest free to run FP16 (DESIGN.md, problem 1). Layers are
   mapped through their metadata `[ONNX Layer: <node>]`, then their names
-  (trtpipe.trt.layer_names).
+  (trtpipe.trt.inspect.layer_names).
 - A layer gets the precision and, for each float output, the output type. Non-float
   outputs (shapes, indices, masks) are left alone, and so are shape and constant layers
   (Polygraphy's `util.EXCLUDE_LAYERS` skips the same two types).
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from trtpipe.trt.layer_names import layer_mapper
+from trtpipe.trt.inspect.layer_names import layer_mapper
 
 CONSTRAINED = ("fp32", "bf16", "fp16")  # in order of preference when a layer carries several nodes
 FLOAT_TYPES = ("fp32", "fp16", "bf16")

@@ -28,7 +28,7 @@ class PolygraphyBackend:
         return build_engine(Path(onnx_path), plan, options)
 
     def parsed_layers(self, onnx_path: Path) -> list[tuple[str, str | None]]:
-        from trtpipe.trt.parse import parsed_layers
+        from trtpipe.trt.parser.parse import parsed_layers
 
         return parsed_layers(Path(onnx_path))
 

@@ -18,7 +18,7 @@ import onnx
 
 from trtpipe.config.override_text import profiles_override
 from trtpipe.errors import UserError
-from trtpipe.graph import input_dims
+from trtpipe.onnxmodel import input_dims
 
 ShapeSpec = Mapping[str, Sequence[int]]  # {"min": [...], "opt": [...], "max": [...]}
 KEYS = ("min", "opt", "max")
@@ -31,7 +31,7 @@ def input_shapes(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
     for value in model.graph.input:
         if value.name in initializers or not value.type.HasField("tensor_type"):
             continue
-        # The one rule (graph/input_dims.py): only a positive dim_value is fixed.
+        # The one rule (trtpipe/onnxmodel/input_dims.py): only a positive dim_value is fixed.
         sizes = input_dims.dims(value) or []
         names = [dim.dim_param or None for dim in value.type.tensor_type.shape.dim]
         shapes[value.name] = [size if size is not None else name for size, name in zip(sizes, names)]

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from trtpipe.runner.files import write_atomic
-from trtpipe.runner.hashing import canonical_json, sha256_bytes
+from trtpipe.cache.files import write_atomic
+from trtpipe.cache.hashing import canonical_json, sha256_bytes
 
 TIMING_CACHE_DIR = "timing_cache"
 KEY_FORMAT = 1
@@ -65,7 +65,7 @@ def timing_cache_file(cache_dir: Path, facts: Mapping[str, str | None]) -> Timin
 
 def cache_dir_from(config: Mapping) -> Path:
     """trtpipe's cache directory as the runner passes it (`cache_dir`), else as configured by default."""
-    from trtpipe.runner.cache_home import default_cache_dir
+    from trtpipe.cache.cache_home import default_cache_dir
 
     value = config.get("cache_dir") or default_cache_dir()
     return Path(value).expanduser().absolute()

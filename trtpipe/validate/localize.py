@@ -60,7 +60,7 @@ import onnx
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.metrics import json_float
 from trtpipe.numerics.reference import ReferenceRunner
-from trtpipe.precision.masked_additions import NEGATIVE_INF_SAFE
+from trtpipe.precision.auto.masked_additions import NEGATIVE_INF_SAFE
 
 DEFAULT_THRESHOLD = 1e-2
 SCALE_FLOOR = 1e-6

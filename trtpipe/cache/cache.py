@@ -1,0 +1,230 @@
+"""Content-addressed artifact cache.
+
+Layout under the cache root:
+  entries/<stage>/<key>/   entry.json + the stage's output files (never modified)
+  TRTPIPE_CACHE.json       marks the folder as trtpipe's cache (cache_dir.py)
+  tmp/<id>/entry/          an entry being built; renamed into entries/ when complete
+  tmp/<id>/TRTPIPE_TMP     marks the temporary as trtpipe's; its writer holds an flock on it
+  locks/<key>.lock         one lock per key: concurrent jobs wait, then hit
+  index/<stage>.json       recent key materials, to explain why a stage re-ran
+
+Decisions:
+- An entry is published by one atomic rename of a complete directory, so a crash
+  leaves at most a stale tmp directory, never a partial entry.
+- An entry is trusted only if entry.json parses, passes the record schema
+  (entry_schema.py: plain file names, field types, the expected stage and key), and
+  every file's sha256 matches; otherwise it is discarded with a warning and rebuilt.
+- Only marked temporaries whose writer's lock is free are ever deleted (cache_dir.py).
+- Locks are `filelock` (flock on POSIX): the kernel releases them when the holder
+  dies, so a dead process never blocks others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+from filelock import FileLock, Timeout
+
+from trtpipe.errors import StageFailed
+from trtpipe.cache.cache_dir import Temporary, claim_cache_dir, remove_dead_temporaries
+from trtpipe.cache.entry_schema import record_problem
+from trtpipe.cache.explain import explain_miss
+from trtpipe.cache.files import disk_errors_as_user_errors, ensure_writable_dir, write_atomic
+from trtpipe.cache.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
+
+log = logging.getLogger(__name__)
+
+ENTRY_FILE = "entry.json"
+_INDEX_LENGTH = 32
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    directory: Path
+    record: dict
+
+    @property
+    def key(self) -> str:
+        return self.record["key"]
+
+    def output_path(self, kind: str) -> Path:
+        return self.directory / self.record["outputs"][kind]["file"]
+
+    def output_digest(self, kind: str) -> str:
+        return self.record["outputs"][kind]["sha256"]
+
+
+@dataclass(frozen=True)
+class CacheResult:
+    entry: CacheEntry
+    status: str  # "cached" or "ran"
+    reason: str | None  # why it ran
+
+
+# What a stage computation returns: {"outputs": {kind: file name}, plus any JSON fields}.
+Compute = Callable[[Path], dict]
+
+
+def cache_key(material: dict) -> str:
+    return sha256_bytes(canonical_json(material))
+
+
+class ArtifactCache:
+    def __init__(self, root: Path, lock_timeout: float = 7200.0) -> None:
+        fix = "set cache.dir (or TRTPIPE_CACHE) to a writable directory"
+        self.root = ensure_writable_dir(Path(root), "cache directory", fix)
+        self.lock_timeout = lock_timeout
+        claim_cache_dir(self.root)
+        remove_dead_temporaries(self.root / "tmp")
+
+    def get_or_compute(self, stage: str, material: dict, compute: Compute,
+                       required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None) -> CacheResult:
+        """`required`: output kinds an entry must have to be trusted. `known_files`: files of
+        verified entries (the stage's inputs) and their digests; see `_build`."""
+        key = cache_key(material)
+        entry, problem = self._load(stage, key, required)
+        if entry is not None:
+            return CacheResult(entry, "cached", None)
+        with self._lock(stage, key):
+            entry, problem = self._load(stage, key, required)  # another process may have finished it
+            if entry is not None:
+                return CacheResult(entry, "cached", None)
+            if problem:
+                log.warning("cache entry %s/%s… is invalid (%s): discarded, rebuilding", stage, key[:12], problem)
+                self._discard(self._entry_dir(stage, key))
+            reason = problem or explain_miss(self._previous_materials(stage), material)
+            entry = self._build(stage, key, material, compute, known_files or {})
+            self._remember(stage, key, material)
+            return CacheResult(entry, "ran", reason)
+
+    def _entry_dir(self, stage: str, key: str) -> Path:
+        return self.root / "entries" / stage / key
+
+    def _load(self, stage: str, key: str, required: tuple[str, ...] = ()) -> tuple[CacheEntry | None, str | None]:
+        directory = self._entry_dir(stage, key)
+        if not directory.exists() and not directory.is_symlink():
+            return None, None
+        if directory.is_symlink() or not directory.is_dir():
+            return None, "the entry is not a directory"
+        try:
+            record = json.loads((directory / ENTRY_FILE).read_text())
+        except (OSError, ValueError) as error:
+            return None, f"{ENTRY_FILE} unreadable: {error}"
+        problem = record_problem(record, stage, key, directory)
+        if problem:
+            return None, f"{ENTRY_FILE}: {problem}"
+        if _key_of(record["material"]) != key:
+            return None, f"{ENTRY_FILE}: its material does not hash to its key"
+        for name, digest in record["files"].items():
+            if sha256_file(directory / name) != digest:
+                return None, f"{name} does not match its recorded sha256"
+        outputs = record["outputs"]
+        missing = [kind for kind in required if kind not in outputs]
+        if missing:
+            return None, f"it lacks the output(s) {missing} the stage declares"
+        return CacheEntry(directory, record), None
+
+    def _build(self, stage: str, key: str, material: dict, compute: Compute,
+               known_files: Mapping[Path, str]) -> CacheEntry:
+        temporary = None
+        try:
+            with disk_errors_as_user_errors(self.root):
+                temporary = Temporary(self.root / "tmp")
+                tmp = temporary.path
+                result = dict(compute(tmp))
+                outputs = result.pop("outputs")
+                # Decision: an output that is a hard link to a file of a verified input entry (an
+                # untouched weights file, onnx_io.save_model(link_data_under=)) is that file: its
+                # digest is on record. Same inode, same bytes; entries are never modified.
+                linked = _digests_by_inode(known_files)
+                files = {p.name: linked.get(_inode(p)) or sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+                record = {
+                    "stage": stage,
+                    "key": key,
+                    "material": material,
+                    "files": files,
+                    "outputs": {
+                        kind: {"file": name, "sha256": artifact_digest(tmp / name, files)} for kind, name in outputs.items()
+                    },
+                    **result,
+                }
+                write_atomic(tmp / ENTRY_FILE, json.dumps(record, indent=2, sort_keys=True).encode())
+                final = self._entry_dir(stage, key)
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(tmp, final)
+        finally:
+            if temporary is not None:
+                temporary.close()
+        return CacheEntry(final, record)
+
+    def _discard(self, directory: Path) -> None:
+        # Rename into a marked temporary first so that no reader can see a half-deleted entry,
+        # and a crash midway leaves something the next cleanup removes.
+        with Temporary(self.root / "tmp", make_path=False) as trash:
+            try:
+                os.rename(directory, trash.path)
+            except FileNotFoundError:
+                return
+
+    def _lock(self, stage: str, key: str):
+        lock = FileLock(str(self.root / "locks" / f"{key}.lock"))
+        # filelock's acquire returns a context manager that releases the lock on exit.
+        try:
+            return lock.acquire(timeout=0.05)
+        except Timeout:
+            log.info("%s: waiting for another process computing the same entry (%s…)", stage, key[:12])
+            try:
+                return lock.acquire(timeout=self.lock_timeout)
+            except Timeout as error:
+                raise StageFailed(
+                    f"{stage}: waited {self.lock_timeout:.0f} s for the lock {lock.lock_file}; "
+                    "if no other trtpipe job is running, delete that file"
+                ) from error
+
+    def _index_path(self, stage: str) -> Path:
+        return self.root / "index" / f"{stage}.json"
+
+    def _previous_materials(self, stage: str) -> list[dict]:
+        try:
+            return [item["material"] for item in json.loads(self._index_path(stage).read_text())]
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+
+    def _remember(self, stage: str, key: str, material: dict) -> None:
+        with FileLock(str(self.root / "locks" / f"index-{stage}.lock"), timeout=60):
+            try:
+                items = json.loads(self._index_path(stage).read_text())
+            except (OSError, ValueError):
+                items = []
+            if not isinstance(items, list):  # a damaged index only loses miss explanations
+                items = []
+            items = [i for i in items if isinstance(i, dict)]
+            items = [{"key": key, "material": material}] + [i for i in items if i.get("key") != key]
+            write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
+
+
+def _key_of(material: dict) -> str | None:
+    try:
+        return cache_key(material)
+    except ValueError:  # NaN or infinity, which no key ever held
+        return None
+
+
+def _inode(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def _digests_by_inode(known_files: Mapping[Path, str]) -> dict[tuple[int, int], str]:
+    digests = {}
+    for path, digest in known_files.items():
+        try:
+            digests[_inode(Path(path))] = digest
+        except OSError:  # gone meanwhile: then nothing links to it
+            continue
+    return digests

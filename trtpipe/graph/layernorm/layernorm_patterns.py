@@ -1,0 +1,125 @@
+"""The decomposed LayerNorm forms the fusion rule (`layernorm_rule`) recognises.
+
+Each pattern is the same math, `(x - E[x]) / sqrt(Var[x] + eps) [* gamma + beta]`,
+written the way one exporter writes it; a pattern is one variance form, one way
+of applying 1/std, with or without the affine part:
+
+| variance            | math                 | exporters                                       |
+|---------------------|----------------------|-------------------------------------------------|
+| `centred_pow`       | E[(x - E[x])^2], Pow | torch (opset 13-17), Paddle2ONNX                |
+| `centred_mul`       | E[(x - E[x])^2], Mul | tf2onnx (Keras `moments`: SquaredDifference)    |
+| `moments_mul/pow`   | E[x^2] - E[x]^2      | hand-written (torch `x.pow(2).mean() - mean**2`)  |
+| `jax2tf`            | E[x^2] - E[x]^2 as `ReduceSum` keepdims=0 * 1/N, `Max(0, .)`, `Reshape`+`Expand` back | jax2tf/flax (magika) |
+
+| normalise           | math                                      | exporters          |
+|---------------------|-------------------------------------------|--------------------|
+| `div`               | (x - E[x]) / std                          | torch              |
+| `reciprocal`        | (x - E[x]) * Reciprocal(std)              | tf2onnx (Rsqrt)    |
+| `rsqrt`             | (x - E[x]) * Div(1, std)                  | torch (`torch.rsqrt`) |
+| `reciprocal_gamma`  | (x - E[x]) * (Reciprocal(std) * gamma)    | tf2onnx, jax2tf    |
+| `keras`             | x * inv + (beta - E[x] * inv), inv = Reciprocal(std) * gamma | tf2onnx (`tf.nn.batch_normalization`) |
+
+Labels the rule relies on: `mean` (E[x], the anchor in reports), every
+`ReduceMean`/`ReduceSum` (its axes are checked), `eps`/`gamma`/`beta`
+parameters, and for jax2tf `inv_n`/`inv_n_2` (must be 1/N) and `RESTORED`
+(must give x's shape with 1 on the reduced axes).
+Decision: affine patterns come first, so a LayerNorm with gamma/beta is fused
+whole rather than as its normalisation followed by a stray Mul/Add.
+Decision: E[x^2] - E[x]^2 fused into `LayerNormalization` is the same math
+computed without the cancellation (more accurate in FP32 too, never less).
+The `Max(0, .)` of jax2tf's form only clamps a variance that cancellation made
+negative, which `LayerNormalization` never computes.
+"""
+
+from __future__ import annotations
+
+from trtpipe.graph.layernorm.pattern import Pattern
+
+
+def _centred_pow(op, x, v):
+    mean = op.ReduceMean(x, _label="mean")
+    centered = op.Sub(x, mean, _label="center")
+    return mean, centered, op.ReduceMean(op.Pow(centered, 2.0, _label="square"), _label="variance")
+
+
+def _centred_mul(op, x, v):
+    mean = op.ReduceMean(x, _label="mean")
+    centered = op.Sub(x, mean, _label="center")
+    return mean, centered, op.ReduceMean(op.Mul(centered, centered, _label="square"), _label="variance")
+
+
+def _moments(square: str):
+    def variance(op, x, v):
+        mean = op.ReduceMean(x, _label="mean")
+        if square == "Pow":
+            x_squared, mean_squared = op.Pow(x, 2.0, _label="square"), op.Pow(mean, 2.0, _label="square_mean")
+        else:
+            x_squared, mean_squared = op.Mul(x, x, _label="square"), op.Mul(mean, mean, _label="square_mean")
+        second_moment = op.ReduceMean(x_squared, _label="second_moment")
+        return mean, None, op.Sub(second_moment, mean_squared, _label="variance")
+
+    return variance
+
+
+def _jax2tf(op, x, v):
+    """E[x^2] - E[x]^2 with keepdims=0 sums times 1/N, Max(0, .), Reshape + Expand back (magika)."""
+    flat_mean = op.Mul(op.ReduceSum(x, _label="sum"), v["inv_n"], _label="flat_mean")
+    second = op.Mul(op.ReduceSum(op.Mul(x, x, _label="square"), _label="sum_square"), v["inv_n_2"],
+                    _label="second_moment")
+    difference = op.Sub(second, op.Mul(flat_mean, flat_mean, _label="square_mean"), _label="difference")
+    clamped = op.Max(0.0, difference, _label="clamp")
+    variance = op.Expand(op.Reshape(clamped, v["variance_shape"], _label="reshape_variance"),
+                         v["variance_broadcast"], _label="variance")
+    mean = op.Expand(op.Reshape(flat_mean, v["mean_shape"], _label="reshape_mean"), v["mean_broadcast"],
+                     _label="mean")
+    return mean, None, variance
+
+
+VARIANCES = {"centred_pow": _centred_pow, "centred_mul": _centred_mul,
+             "moments_mul": _moments("Mul"), "moments_pow": _moments("Pow"), "jax2tf": _jax2tf}
+RESTORED = ("reshape_mean", "mean", "reshape_variance", "variance")  # jax2tf: must give the keepdims shape
+
+
+def _std(op, variance, eps):
+    return op.Sqrt(op.Add(variance, eps, _label="add_epsilon"), _label="std")
+
+
+def _make(variance_name: str, normalise: str, affine: bool):
+    variance_form = VARIANCES[variance_name]
+
+    def layernorm(op, x, eps, gamma, beta, inv_n, inv_n_2, mean_shape, mean_broadcast, variance_shape,
+                  variance_broadcast):
+        extra = {"inv_n": inv_n, "inv_n_2": inv_n_2, "mean_shape": mean_shape, "mean_broadcast": mean_broadcast,
+                 "variance_shape": variance_shape, "variance_broadcast": variance_broadcast}
+        mean, centered, variance = variance_form(op, x, extra)
+        std = _std(op, variance, eps)
+        if normalise == "keras":
+            inv = op.Mul(op.Reciprocal(std, _label="inverse"), gamma, _label="scale")
+            shift = op.Sub(beta, op.Mul(mean, inv, _label="scale_mean"), _label="shift_mean")
+            return op.Add(op.Mul(x, inv, _label="normalize"), shift, _label="shift")
+        centered = centered or op.Sub(x, mean, _label="center")
+        if normalise == "reciprocal_gamma":
+            inv = op.Mul(op.Reciprocal(std, _label="inverse"), gamma, _label="scale")
+            return op.Add(op.Mul(centered, inv, _label="normalize"), beta, _label="shift")
+        if normalise == "div":
+            normalized = op.Div(centered, std, _label="normalize")
+        elif normalise == "rsqrt":
+            normalized = op.Mul(centered, op.Div(1.0, std, _label="inverse"), _label="normalize")
+        else:
+            normalized = op.Mul(centered, op.Reciprocal(std, _label="inverse"), _label="normalize")
+        if not affine:
+            return normalized
+        return op.Add(op.Mul(normalized, gamma, _label="scale"), beta, _label="shift")
+
+    layernorm.__name__ = f"{variance_name}_{normalise}" + ("_affine" if affine else "")
+    return Pattern.trace(layernorm)
+
+
+AFFINE_ONLY = ("reciprocal_gamma", "keras")
+PATTERNS = tuple(
+    _make(variance, normalise, affine)
+    for affine in (True, False)
+    for variance in VARIANCES
+    for normalise in ("div", "reciprocal", "rsqrt", *AFFINE_ONLY)
+    if affine or normalise not in AFFINE_ONLY
+)
