@@ -1,5 +1,5 @@
 """Issue 14 items 11 and 17: `--version`, `--help` and the cost of the front door, through
-the real command line. Timings live in bench/front_door.py; these tests check the structure
+the real command line. Timings live in bench/front_door/front_door.py; these tests check the structure
 that makes it fast (no Hydra for --help, one composition per run, matplotlib only for a plot)."""
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     try:
         cfg = OmegaConf.merge(OmegaConf.structured(TrtpipeConfig), as_literal_config(config))
         # A typed field (a float, an int) holding a recorded `${...}` string fails only when read:
-        # read every value now, so it is the one-line config error (found by bench/fuzz.py).
+        # read every value now, so it is the one-line config error (found by bench/fuzz/fuzz.py).
         OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as error:
         raise config_error(error) from None

@@ -2,7 +2,7 @@
 onnx-graphsurgeon round trip, byte for byte, and falls back to the round trip where it must.
 
 The wide differential check (built-in models, encoders, the wild corpus, mutated and fuzzed
-graphs) is bench/same_output.py --stage upgrade_opset; these are the real graphs it covers that run in seconds.
+graphs) is bench/same_output/same_output.py --stage upgrade_opset; these are the real graphs it covers that run in seconds.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.same_output_cases import shuffled
+from bench.same_output.same_output_cases import shuffled
 from tests.graph import graphs
 from tests.graph.layernorm_forms import layernorm_form
 from trtpipe.graph.layernorm import layernorm_fusion

@@ -27,7 +27,7 @@ def check_config(cfg: DictConfig, overrides: list[str] | None = None) -> None:
         _check_schema(cfg)
     try:
         _check_values(cfg)
-    except OmegaConfBaseException as error:  # e.g. `key=${nope}`: found by bench/fuzz.py
+    except OmegaConfBaseException as error:  # e.g. `key=${nope}`: found by bench/fuzz/fuzz.py
         raise config_error(error) from None
 
 

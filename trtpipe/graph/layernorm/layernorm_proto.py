@@ -9,7 +9,7 @@ names, checks them with the same `layernorm_rule.check`, and writes the result w
 value_info order, attributes as graphsurgeon re-makes them).
 
 Decisions:
-- Same result, byte for byte: bench/same_output.py (--stage upgrade_opset) compares the stage output with
+- Same result, byte for byte: bench/same_output/same_output.py (--stage upgrade_opset) compares the stage output with
   main's on the built-in models, the bench encoders, the wild corpus, LayerNorm form
   variants and mutated/fuzzed graphs; tests/graph/test_layernorm_proto.py on a few.
 - `gs_export.OutOfScope` (If/Loop/Scan bodies, local functions, several producers of a
