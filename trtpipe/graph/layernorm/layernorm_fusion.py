@@ -135,7 +135,7 @@ def _fuse_with_graphsurgeon(model: onnx.ModelProto, working: onnx.ModelProto) ->
     """The round trip: import, rewrite gs-style, `cleanup().toposort()`, export."""
     graph = graph_from_model(working)
     accepted, refused, notes = _find_matches(
-        lambda pattern: [node for node in graph.nodes if node.op == pattern.root.op_type],
+        lambda pattern: [node for node in graph.nodes if node.op in pattern.root.op_types],
         {tensor.name for tensor in graph.outputs})
     report: dict = {"fused": [], "refused": refused}
     if not accepted:
