@@ -21,7 +21,7 @@ from trtpipe.stages.base import Stage, StageOutcome
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "8"
+    version = "9"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
@@ -70,14 +70,15 @@ class ValidateAccuracy(Stage):
             reference_runs.append(_by_candidate_name(result, outputs, promoted))
         # Each session holds (a mapping of) every weight: one at a time on a large model.
         del reference
-        verdicts, notes, localization = [], [], None
+        verdicts, notes, localization, precisions = [], [], None, {}
         for candidate in config["candidates"]:
             if candidate == "emulated":
                 runner = EmulatedRunner(candidate_model, expose_intermediates=expose)
                 runs = [runner.run(feeds_i) for feeds_i in feeds]
                 if expose:
-                    localization = localize_results(first_reference, runs[0], candidate_model, runner.precisions,
-                                                    threshold=config["localize_threshold"])
+                    precisions = runner.precisions
+                    localization = localize_results(first_reference, runs[0], candidate_model, precisions,
+                                                     threshold=config["localize_threshold"])
                     runs = [{name: run[name] for name in outputs if name in run} for run in runs]
                 del runner
                 verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances))
@@ -101,7 +102,12 @@ class ValidateAccuracy(Stage):
         failed = next((v for v in verdicts if not v.passed), None)
         outputs = {"report": "validation.json"}
         if localization is None and ((failed is not None and config["localize"]) or config["plot"]):
-            localization = _localize(reference_model, candidate_model, feeds[0], config)
+            localization = _localize(reference_model, candidate_model, feeds[0], config)  # amplifiers explained
+        elif localization is not None and failed is not None and config["localize"]:
+            from trtpipe.validate.upstream_origins import explain_amplifiers
+
+            explain_amplifiers(localization.findings(), reference_model, candidate_model, feeds[0], first_reference,
+                               precisions)
         if failed is not None and config["localize"]:
             report["localization"] = localization.to_json()
         if config["plot"]:

@@ -1,0 +1,214 @@
+"""When the node localisation names is FP32, where its error comes from.
+
+An FP32 node rounds its own result by 2^-24: it cannot be the place where 1% of
+error enters. When it is the first node above the threshold (or the first
+non-finite one), it amplifies error that arrives from upstream: a `Sub` that
+cancels two large FP16 values, an `Exp`, a division by a small difference.
+Keeping it FP32 changes nothing; the user must protect what feeds it. So the
+finding says the node is an amplifier and names the nearest upstream
+low-precision nodes whose rounding feeds it, ranked by measured contribution.
+
+Decisions:
+- Candidates: from the amplifier's inputs, walk upstream through FP32 nodes and
+  Casts (an FP32 region, the Casts the precision stage inserted at its border)
+  to the first node on each path whose output is low precision (FP16/BF16);
+  those are the nearest rounding points. At most `MAX_CANDIDATES`, nearest first
+  (breadth first), and at most `MAX_WALK` nodes visited, so a large FP32 region
+  costs a bounded walk.
+- Contribution, measured on the FP32 reference run: the candidate's output
+  tensor alone is replaced by its rounding to the candidate's precision
+  (round to nearest even, as the emulation's storage rounding does) and the
+  reference graph is run from there; the contribution is max |change| at the
+  amplifier's output divided by the reference's max |x| there: the measure
+  localisation judges by, so it reads against the threshold. Why this and not
+  re-running the emulation with the candidate kept FP32: it isolates the
+  candidate's own rounding, which is exactly what keeping that node FP32
+  removes (the emulation computes an FP16 node in FP32 and rounds its output,
+  emulated_graph.py), from the error its own inputs bring from further up
+  (that error would be credited to it otherwise); and it needs no new plan,
+  no re-materialised model: one reference session with the candidate tensors
+  cut into inputs, one run per candidate.
+- `explained`: all candidates rounded together, as a share of the error the
+  amplifier actually has in the emulation. A small share says the error comes
+  from further up (or from an FP16 LayerNormalization's internals, which one
+  output rounding does not reproduce), and the report says so rather than
+  blaming the nearest nodes.
+- Candidate tensors without a reference counterpart (outputs of fused or
+  inserted nodes) cannot be injected: they are listed as not measured.
+- Ops that only move or convert values (`Cast`, `Reshape`, `Transpose`, ...:
+  `MOVES_VALUES`) amplify nothing: an FP32 finding there (the Cast back to FP32
+  at a graph output, whose FP16 input is a renamed tensor localisation cannot
+  match) carries its input's error and gets no `amplifies` entry.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import onnx
+
+from trtpipe.numerics.metrics import json_float
+from trtpipe.numerics.ort_session import OrtSession
+from trtpipe.numerics.rounding import round_to_bf16, round_to_fp16
+
+LOW_PRECISION = {"fp16": round_to_fp16, "bf16": round_to_bf16}
+FULL_PRECISION = ("fp32", "fp64")
+MOVES_VALUES = frozenset({"Cast", "CastLike", "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten",
+                          "Expand", "Concat", "Slice", "Gather", "GatherElements", "Split", "Pad", "Tile",
+                          "DepthToSpace", "SpaceToDepth"})
+MAX_CANDIDATES = 6
+MAX_WALK = 200
+SCALE_FLOOR = 1e-6
+CUT_SUFFIX = "__trtpipe_cut"
+METHOD = ("each nearest upstream low-precision tensor alone rounded to its precision on the FP32 reference run; "
+          "contribution = max |change| at this node's output / its reference max |x| (what keeping that node "
+          "FP32 removes)")
+
+
+def upstream_candidates(candidate_model: onnx.ModelProto, tensor: str,
+                        precisions: dict[str, str]) -> list[tuple[onnx.NodeProto, str]]:
+    """(node, output tensor) of the nearest low-precision producers upstream of the node producing `tensor`."""
+    producer = {out: node for node in candidate_model.graph.node for out in node.output if out}
+    start = producer.get(tensor)
+    if start is None:
+        return []
+    found: list[tuple[onnx.NodeProto, str]] = []
+    queue, seen, walked = deque(start.input), set(), 0
+    while queue and len(found) < MAX_CANDIDATES and walked < MAX_WALK:
+        name = queue.popleft()
+        node = producer.get(name)
+        if not name or name in seen or node is None:
+            continue
+        seen.add(name)
+        walked += 1
+        precision = precisions.get(name)
+        if node.op_type != "Cast" and precision in LOW_PRECISION:
+            found.append((node, name))
+        elif node.op_type == "Cast" or precision in FULL_PRECISION:
+            queue.extend(node.input)
+    return found
+
+
+def trace_upstream(finding: dict, reference_model: onnx.ModelProto, candidate_model: onnx.ModelProto,
+                   feeds: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                   precisions: dict[str, str]) -> dict | None:
+    """The `amplifies` entry for an FP32 finding (None for a low-precision one): its nearest upstream
+    low-precision nodes ranked by measured contribution (module docstring)."""
+    if (finding.get("precision") not in FULL_PRECISION or finding["tensor"] not in reference
+            or finding.get("op_type") in MOVES_VALUES):
+        return None
+    nodes = upstream_candidates(candidate_model, finding["tensor"], precisions)
+    target = finding["tensor"]
+    measurable = [(node, name) for node, name in nodes
+                  if name in reference and np.asarray(reference[name]).dtype.kind == "f"]
+    entry = {"note": (f"{finding['node']} computes in {finding['precision']}: its own rounding is negligible, "
+                      "it amplifies error arriving from upstream"),
+             "method": METHOD, "upstream": [], "explained": None,
+             "not_measured": [node.name for node, name in nodes if name not in {m for _, m in measurable}]}
+    if not measurable:
+        return entry
+    cut = {name: np.asarray(reference[name]).dtype for _, name in measurable}
+    session = OrtSession(_cut_model(reference_model, cut, target))
+    inputs = {value.name for value in session.session.get_inputs()}
+    exact = {**{k: v for k, v in feeds.items() if k in inputs},
+             **{name: reference[name] for _, name in measurable}}
+    base = session.run(exact)[target]
+    scale = max(float(np.abs(np.asarray(reference[target], dtype=np.float64)).max(initial=0.0)), SCALE_FLOOR)
+    actual = finding.get("cand_max_abs_error")
+    actual = float(actual) if isinstance(actual, (int, float)) else None
+    rows = []
+    for node, name in measurable:
+        precision = precisions[name]
+        rounded = {**exact, name: _rounded(reference[name], precision)}
+        change, nonfinite = _change(session.run(rounded)[target], base)
+        rows.append({"node": node.name, "op_type": node.op_type, "tensor": name, "precision": precision,
+                     "contribution": json_float(change / scale), "nonfinite": nonfinite,
+                     "share": json_float(change / actual) if actual else None})
+    rows.sort(key=lambda row: (-row["nonfinite"], -_number(row["contribution"])))
+    entry["upstream"] = rows
+    together = {**exact, **{name: _rounded(reference[name], precisions[name]) for _, name in measurable}}
+    change, _ = _change(session.run(together)[target], base)
+    entry["explained"] = json_float(change / actual) if actual else None
+    return entry
+
+
+def describe(entry: dict, limit: int = 3) -> str:
+    """One line for the console: the amplifier and its ranked upstream origins."""
+    rows = entry.get("upstream") or []
+    if not rows:
+        return f"{entry['note']}; no upstream low-precision node could be measured"
+    named = ", ".join(f"{row['node']} ({row['op_type']}, {row['precision']}) {_percent(row['contribution'])}"
+                      for row in rows[:limit])
+    text = f"{entry['note']}; nearest low-precision origins by measured contribution: {named}"
+    explained = entry.get("explained")
+    if isinstance(explained, (int, float)):
+        text += f" (together {explained:.0%} of its error"
+        text += ")" if explained >= 0.5 else "; the rest comes from further upstream)"
+    return text
+
+
+def _cut_model(model: onnx.ModelProto, cut: dict[str, np.dtype], target: str) -> onnx.ModelProto:
+    """`model` with each tensor in `cut` an input of that element type (its producer writes an unused
+    `<name>__trtpipe_cut` instead) and `target` the only output."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    for node in graph.node:
+        for index, name in enumerate(node.output):
+            if name in cut:
+                node.output[index] = name + CUT_SUFFIX
+    kept = [value for value in graph.value_info if value.name not in cut]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    for name, dtype in cut.items():
+        value = graph.input.add(name=name)
+        value.type.tensor_type.elem_type = onnx.helper.np_dtype_to_tensor_dtype(dtype)
+    del graph.output[:]
+    graph.output.append(onnx.ValueInfoProto(name=target))
+    return copy
+
+
+def _rounded(values: np.ndarray, precision: str) -> np.ndarray:
+    array = np.asarray(values)
+    return LOW_PRECISION[precision](array.astype(np.float32)).astype(array.dtype)
+
+
+def _change(values: np.ndarray, base: np.ndarray) -> tuple[float, int]:
+    values, base = np.asarray(values, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    finite = np.isfinite(base)
+    broken = int((finite & ~np.isfinite(values)).sum())
+    if broken:
+        return float("inf"), broken
+    with np.errstate(invalid="ignore"):
+        difference = np.abs(values[finite] - base[finite])
+    return (float(difference.max()) if difference.size else 0.0), 0
+
+
+def _number(value) -> float:
+    return float("inf") if value == "inf" else (float(value) if isinstance(value, (int, float)) else 0.0)
+
+
+def _percent(value) -> str:
+    return "inf" if value == "inf" else f"{_number(value):.2%}"
+
+
+def explain_amplifiers(findings: list[dict], reference_model: onnx.ModelProto, candidate_model: onnx.ModelProto,
+                       feeds: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                       precisions: dict[str, str]) -> None:
+    """Add `amplifies` (trace_upstream) to every FP32 finding, in place, measured once per node; its
+    reason then names the top origin."""
+    measured: dict[str, dict | None] = {}
+    for finding in findings:
+        if not finding or finding.get("precision") not in FULL_PRECISION:
+            continue
+        if finding["node"] not in measured:
+            measured[finding["node"]] = trace_upstream(finding, reference_model, candidate_model, feeds,
+                                                       reference, precisions)
+        entry = measured[finding["node"]]
+        if entry is None or "amplifies" in finding:
+            continue
+        finding["amplifies"] = entry
+        top = (entry["upstream"] or [None])[0]
+        finding["reason"] += (f"; an FP32 amplifier of upstream error, mostly from {top['node']} ({top['op_type']}, "
+                              f"{top['precision']})" if top else "; an FP32 amplifier of upstream error")
