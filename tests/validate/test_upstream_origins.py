@@ -64,7 +64,7 @@ def test_an_fp32_first_node_names_the_fp16_node_whose_rounding_it_amplifies():
     top, second = amplifies["upstream"]
     assert top["contribution"] > 0.01 > second["contribution"] and top["contribution"] > 5 * second["contribution"]
     assert 0.8 < top["share"] < 1.2 and 0.8 < amplifies["explained"] < 1.2  # its rounding is the error
-    assert "mostly from shift_a (Add, fp16)" in first["reason"]
+    assert "nearest origin by measured contribution: shift_a (Add, fp16)" in first["reason"]
     json.dumps(found.to_json(), allow_nan=False)
 
 

@@ -114,7 +114,8 @@ def trace_upstream(finding: dict, reference_model: onnx.ModelProto, candidate_mo
     exact = {**{k: v for k, v in feeds.items() if k in inputs},
              **{name: reference[name] for _, name in measurable}}
     base = session.run(exact)[target]
-    scale = max(float(np.abs(np.asarray(reference[target], dtype=np.float64)).max(initial=0.0)), SCALE_FLOOR)
+    expected = np.asarray(reference[target], dtype=np.float64)
+    scale = max(float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)), SCALE_FLOOR)  # as localize judges
     actual = finding.get("cand_max_abs_error")
     actual = float(actual) if isinstance(actual, (int, float)) else None
     rows = []
@@ -136,6 +137,8 @@ def trace_upstream(finding: dict, reference_model: onnx.ModelProto, candidate_mo
 def describe(entry: dict, limit: int = 3) -> str:
     """One line for the console: the amplifier and its ranked upstream origins."""
     rows = entry.get("upstream") or []
+    if entry.get("error"):
+        return f"{entry['note']}; {entry['error']}"
     if not rows:
         return f"{entry['note']}; no upstream low-precision node could be measured"
     named = ", ".join(f"{row['node']} ({row['op_type']}, {row['precision']}) {_percent(row['contribution'])}"
@@ -203,12 +206,20 @@ def explain_amplifiers(findings: list[dict], reference_model: onnx.ModelProto, c
         if not finding or finding.get("precision") not in FULL_PRECISION:
             continue
         if finding["node"] not in measured:
-            measured[finding["node"]] = trace_upstream(finding, reference_model, candidate_model, feeds,
-                                                       reference, precisions)
+            try:
+                measured[finding["node"]] = trace_upstream(finding, reference_model, candidate_model, feeds,
+                                                           reference, precisions)
+            except Exception as error:  # noqa: BLE001 - trtpipe's own cut graph: an explanation never fails a run
+                measured[finding["node"]] = {
+                    "note": f"{finding['node']} computes in {finding['precision']}: it amplifies upstream error",
+                    "method": METHOD, "upstream": [], "explained": None, "not_measured": [],
+                    "error": f"trtpipe's graph measuring the upstream contributions failed: "
+                             f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
         entry = measured[finding["node"]]
         if entry is None or "amplifies" in finding:
             continue
         finding["amplifies"] = entry
         top = (entry["upstream"] or [None])[0]
-        finding["reason"] += (f"; an FP32 amplifier of upstream error, mostly from {top['node']} ({top['op_type']}, "
-                              f"{top['precision']})" if top else "; an FP32 amplifier of upstream error")
+        finding["reason"] += "; an FP32 amplifier of upstream error" + (
+            f", nearest origin by measured contribution: {top['node']} ({top['op_type']}, {top['precision']})"
+            if top else "")
