@@ -129,14 +129,15 @@ def reference_layernorm(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     return (normed * values["gamma"] + values["beta"]) @ values["w"]
 
 
-def unbiased_std_form(shape=SHAPE, folded: bool = False, opset: int = 17) -> onnx.ModelProto:
+def unbiased_std_form(shape=SHAPE, folded: bool = False, opset: int = 17, eps_on_std: bool = True) -> onnx.ModelProto:
     """`a_2 * (x - mean) / (std + eps) + b_2` with `std = x.std(-1, keepdim=True)` (unbiased), then a MatMul.
 
     As torch's TorchScript exporter writes it (symbolic_helper._var_mean_helper, opset < 18): the
     user's `x.mean(-1)` and the std's own mean are two ReduceMeans of x; the std is
     `Sqrt(ReduceMean((x - m)^2) * N / (N - 1))` with N = ReduceProd(Gather(Shape(x), [-1])) cast to float
     (`folded`: N and N - 1 already constants, as sanitize's constant folding leaves them). eps is added to
-    the std, not to the variance: this is not `LayerNormalization`."""
+    the std, not to the variance: this is not `LayerNormalization`. `eps_on_std=False`: `/ sqrt(var + eps)` with
+    torch's unbiased `x.var(-1)` (eps inside the root, still not LayerNormalization's variance)."""
     width = shape[-1]
     rng = np.random.default_rng(5)
     consts = {"eps": np.array(1e-6, np.float32), "one": np.array(1.0, np.float32),
@@ -166,9 +167,12 @@ def unbiased_std_form(shape=SHAPE, folded: bool = False, opset: int = 17) -> onn
         count = node("Cast", [node("ReduceProd", [dims], "count_int", keepdims=0)], "count", to=TensorProto.FLOAT)
         count_minus_1 = node("Sub", [count, "one"], "count_minus_1")
     unbiased = node("Div", [node("Mul", [variance, count], "var_n"), count_minus_1], "var_unbiased")
-    std = node("Sqrt", [unbiased], "std")
+    if eps_on_std:
+        denominator = node("Add", [node("Sqrt", [unbiased], "std"), "eps"], "std_eps")
+    else:
+        denominator = node("Sqrt", [node("Add", [unbiased, "eps"], "var_eps")], "std")
     scaled = node("Mul", ["gamma", node("Sub", ["x", mean], "centered")], "scaled")
-    normed = node("Add", [node("Div", [scaled, node("Add", [std, "eps"], "std_eps")], "normalized"), "beta"], "normed")
+    normed = node("Add", [node("Div", [scaled, denominator], "normalized"), "beta"], "normed")
     node("MatMul", [normed, "w"], "y")
     used = {name for n in nodes for name in n.input}
     graph = helper.make_graph(nodes, "unbiased_std_form", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],

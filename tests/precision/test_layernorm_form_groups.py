@@ -61,6 +61,13 @@ def test_unbiased_std_with_eps_on_the_std_is_one_group_named_for_what_it_is(fold
     assert {"/ln/ReduceMean_0", "/ln/ReduceMean_1"} <= set(decisions)  # both means are in it
 
 
+def test_unbiased_variance_under_the_root_is_one_group_too():
+    # (x - mean) / sqrt(x.var(-1) + eps): eps where LayerNormalization has it, the variance N/(N-1) times larger.
+    _, decisions = plan(unbiased_std_form(folded=True, eps_on_std=False), auto={"max_abs": None, "constants": "off"})
+    reason = _one_group(decisions)
+    assert "(centred square, unbiased std: variance x N/(N-1), N=16: not LayerNormalization)" in reason, reason
+
+
 def test_spatial_keras_norm_the_fusion_refuses_is_one_group():
     # tf2onnx's GlobalAveragePool means over H, W with a per-channel gamma folded into 1/std.
     model = layernorm_form("gap_centred_mul", "keras", shape=(2, 4, 5, 6), gamma_shape=(4, 1, 1))
@@ -77,7 +84,8 @@ def test_centred_tensor_used_elsewhere_is_not_pulled_into_the_group():
     model.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, None))
     _, decisions = plan(model, auto={"max_abs": None, "constants": "off"})
     assert decisions["side"].precision == "fp16", decisions["side"]
-    assert decisions["/ln/Mul_9"].reason.startswith(GROUP)  # gamma * (x - mean) of the norm
+    scaled = next(n.name for n in model.graph.node if n.output[0] == "scaled")  # gamma * (x - mean) of the norm
+    assert decisions[scaled].reason.startswith(GROUP)
 
 
 def test_a_variance_that_is_not_normalised_by_is_no_group():

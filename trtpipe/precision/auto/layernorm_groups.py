@@ -236,8 +236,11 @@ def _same_reduction(net: Network, node, like) -> bool:
                                    tensor_array(net.constants[mine]).tolist()
                                    == tensor_array(net.constants[theirs]).tolist()):
             return False
-    key = lambda n: sorted(a.SerializeToString() for a in n.attribute)  # noqa: E731
-    return key(node) == key(like)
+    return _attributes(node) == _attributes(like)
+
+
+def _attributes(node) -> list[bytes]:
+    return sorted(attribute.SerializeToString() for attribute in node.attribute)
 
 
 def _without_loose_ends(net: Network, members: list[str], statistics: set[str], roles: dict[str, str],
