@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.cli_helpers import run_trtpipe
 from tests.validate.naive_fp16 import fp16_except, naive_fp16
 from trtpipe.validate.localize import localize
-from trtpipe.validate.upstream_origins import trace_upstream, upstream_candidates
+from trtpipe.validate.upstream_origins import describe, trace_upstream, upstream_candidates
 
 FP32 = TensorProto.FLOAT
 
@@ -86,7 +86,10 @@ def test_the_walk_goes_through_casts_and_fp32_nodes_to_the_nearest_low_precision
     precisions = {"a": "fp16", "b": "fp16", "u": "fp16", "v": "fp16", "difference": "fp32", "cancelled": "fp32"}
     assert any(node.op_type == "Cast" for node in candidate.graph.node)  # the FP16 -> FP32 border
     found = upstream_candidates(candidate, "cancelled", precisions)
-    assert [(node.name, tensor) for node, tensor in found] == [("shift_a", "a"), ("shift_b", "b")]
+    assert [(node.name, tensor, level) for node, tensor, level in found] == [("shift_a", "a", 1), ("shift_b", "b", 1)]
+    found = upstream_candidates(candidate, "cancelled", precisions, levels=2)
+    assert [(node.name, level) for node, _, level in found] == [("shift_a", 1), ("shift_b", 1), ("project_a", 2),
+                                                                 ("project_b", 2)]
 
 
 @pytest.mark.parametrize("plot", ["true", "false"])  # localisation reuses the validation run, or runs its own
@@ -106,3 +109,31 @@ def test_the_console_and_validation_json_name_the_upstream_origin(tmp_path, plot
     assert "amplifies error arriving from upstream" in lines[index + 1]
     assert "origins by measured contribution: shift_a (Add, fp16)" in lines[index + 1]
     assert "first node above the threshold: cancel (Sub, fp32) amplifying shift_a (Add, fp16)" in run.stderr
+
+
+def test_error_from_further_upstream_is_found_one_level_up():
+    # a = x @ w + 1100 (FP16: rounding up to 0.5), d = a - 1000 (FP16, ~100: its own rounding up to 0.03, but it
+    # carries a's 0.5), then FP32 d - 100 cancels. The nearest FP16 node is d; its rounding explains little.
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["u"], name="project"),
+             helper.make_node("Add", ["u", "offset"], ["a"], name="shift"),
+             helper.make_node("Sub", ["a", "thousand"], ["d"], name="lower"),
+             helper.make_node("Sub", ["d", "hundred"], ["c"], name="cancel"),
+             helper.make_node("Mul", ["c", "half"], ["y"], name="scale")]
+    constants = [numpy_helper.from_array(rng.normal(0, 0.3, (64, 16)).astype(np.float32), "w")] + [
+        numpy_helper.from_array(np.array(value, np.float32), name)
+        for name, value in [("offset", 1100.0), ("thousand", 1000.0), ("hundred", 100.0), ("half", 0.5)]]
+    graph = helper.make_graph(nodes, "further", [helper.make_tensor_value_info("x", FP32, [4, 64])],
+                              [helper.make_tensor_value_info("y", FP32, [4, 16])], constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    found = localize(model, fp16_except(model, lambda node: node.name == "cancel"), _feeds())
+    first = found.first_above_threshold
+    assert first["node"] == "cancel" and first["precision"] == "fp32"
+    amplifies = first["amplifies"]
+    assert amplifies["explained"] < 0.3, amplifies  # the nearest node's own rounding explains little
+    # so the level above is measured too, and a's rounding ranks first
+    ranked = [(row["node"], row["level"]) for row in amplifies["upstream"]]
+    assert ranked == [("shift", 2), ("lower", 1)], ranked
+    assert 0.8 < amplifies["explained_further"] < 1.2
+    assert "shift (Add, fp16, further up)" in describe(amplifies)
+    assert "nearest origin by measured contribution: shift (Add, fp16)" in first["reason"]

@@ -107,7 +107,7 @@ class Localization:
     first_above_threshold: dict | None = None
 
     def findings(self) -> list[dict]:
-        """Every finding dict (first, the two kinds, origins), each once."""
+        """Every finding dict, each once: the first ones (first, the two kinds), then the origins."""
         unique = {id(found): found for found in (self.first, self.first_nonfinite, self.first_above_threshold,
                                                   *self.origins) if found}
         return list(unique.values())

@@ -29,10 +29,15 @@ Decisions:
   no re-materialised model: one reference session with the candidate tensors
   cut into inputs, one run per candidate.
 - `explained`: all candidates rounded together, as a share of the error the
-  amplifier actually has in the emulation. A small share says the error comes
-  from further up (or from an FP16 LayerNormalization's internals, which one
-  output rounding does not reproduce), and the report says so rather than
-  blaming the nearest nodes.
+  amplifier actually has in the emulation. Below `EXPLAINED_ENOUGH` (half) the
+  error comes from further up: the walk goes one low-precision level further
+  (the low-precision producers feeding the nearest ones, `level` 2), measured the
+  same way in a second cut session (cutting the nearest tensors too would stop
+  the further rounding from reaching the amplifier), ranked with the nearest
+  ones, and `explained_further` is their share together. What neither level
+  explains (an FP16 LayerNormalization's internals, which one output rounding
+  does not reproduce; error from three levels up) the report says is unexplained
+  rather than blaming the nearest nodes.
 - Candidate tensors without a reference counterpart (outputs of fused or
   inserted nodes) cannot be injected: they are listed as not measured.
 - Ops that only move or convert values (`Cast`, `Reshape`, `Transpose`, ...:
@@ -58,25 +63,29 @@ MOVES_VALUES = frozenset({"Cast", "CastLike", "Identity", "Reshape", "Transpose"
                           "Expand", "Concat", "Slice", "Gather", "GatherElements", "Split", "Pad", "Tile",
                           "DepthToSpace", "SpaceToDepth"})
 MAX_CANDIDATES = 6
+MAX_EXPLAINED = 2  # FP32 finding nodes measured per localisation
+EXPLAINED_ENOUGH = 0.5  # below: measure the next low-precision level up too
 MAX_WALK = 200
 SCALE_FLOOR = 1e-6
 CUT_SUFFIX = "__trtpipe_cut"
-METHOD = ("each nearest upstream low-precision tensor alone rounded to its precision on the FP32 reference run; "
-          "contribution = max |change| at this node's output / its reference max |x| (what keeping that node "
-          "FP32 removes)")
+METHOD = ("each nearest upstream low-precision tensor (level 1; level 2 above them when level 1 explains less "
+          "than half) alone rounded to its precision on the FP32 reference run; contribution = max |change| at "
+          "this node's output / its reference max |x| (what keeping that node FP32 removes)")
 
 
-def upstream_candidates(candidate_model: onnx.ModelProto, tensor: str,
-                        precisions: dict[str, str]) -> list[tuple[onnx.NodeProto, str]]:
-    """(node, output tensor) of the nearest low-precision producers upstream of the node producing `tensor`."""
+def upstream_candidates(candidate_model: onnx.ModelProto, tensor: str, precisions: dict[str, str],
+                        levels: int = 1) -> list[tuple[onnx.NodeProto, str, int]]:
+    """(node, output tensor, level) of the low-precision producers upstream of the node producing `tensor`:
+    level 1 the nearest on each path (through FP32 nodes and Casts), level 2 the nearest above those, ..."""
     producer = {out: node for node in candidate_model.graph.node for out in node.output if out}
     start = producer.get(tensor)
     if start is None:
         return []
-    found: list[tuple[onnx.NodeProto, str]] = []
-    queue, seen, walked = deque(start.input), set(), 0
-    while queue and len(found) < MAX_CANDIDATES and walked < MAX_WALK:
-        name = queue.popleft()
+    found: list[tuple[onnx.NodeProto, str, int]] = []
+    per_level: dict[int, int] = {}
+    queue, seen, walked = deque((name, 1) for name in start.input), set(), 0
+    while queue and walked < MAX_WALK:
+        name, level = queue.popleft()
         node = producer.get(name)
         if not name or name in seen or node is None:
             continue
@@ -84,9 +93,13 @@ def upstream_candidates(candidate_model: onnx.ModelProto, tensor: str,
         walked += 1
         precision = precisions.get(name)
         if node.op_type != "Cast" and precision in LOW_PRECISION:
-            found.append((node, name))
+            if per_level.get(level, 0) < MAX_CANDIDATES:
+                per_level[level] = per_level.get(level, 0) + 1
+                found.append((node, name, level))
+            if level < levels:
+                queue.extend((upstream, level + 1) for upstream in node.input)
         elif node.op_type == "Cast" or precision in FULL_PRECISION:
-            queue.extend(node.input)
+            queue.extend((upstream, level) for upstream in node.input)
     return found
 
 
@@ -98,40 +111,58 @@ def trace_upstream(finding: dict, reference_model: onnx.ModelProto, candidate_mo
     if (finding.get("precision") not in FULL_PRECISION or finding["tensor"] not in reference
             or finding.get("op_type") in MOVES_VALUES):
         return None
-    nodes = upstream_candidates(candidate_model, finding["tensor"], precisions)
-    target = finding["tensor"]
-    measurable = [(node, name) for node, name in nodes
+    nodes = upstream_candidates(candidate_model, finding["tensor"], precisions, levels=2)
+    measurable = [(node, name, level) for node, name, level in nodes
                   if name in reference and np.asarray(reference[name]).dtype.kind == "f"]
+    measured = {name for _, name, _ in measurable}
     entry = {"note": (f"{finding['node']} computes in {finding['precision']}: its own rounding is negligible, "
                       "it amplifies error arriving from upstream"),
              "method": METHOD, "upstream": [], "explained": None,
-             "not_measured": [node.name for node, name in nodes if name not in {m for _, m in measurable}]}
-    if not measurable:
-        return entry
-    cut = {name: np.asarray(reference[name]).dtype for _, name in measurable}
-    session = OrtSession(_cut_model(reference_model, cut, target))
-    inputs = {value.name for value in session.session.get_inputs()}
-    exact = {**{k: v for k, v in feeds.items() if k in inputs},
-             **{name: reference[name] for _, name in measurable}}
-    base = session.run(exact)[target]
-    expected = np.asarray(reference[target], dtype=np.float64)
-    scale = max(float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)), SCALE_FLOOR)  # as localize judges
+             "not_measured": [node.name for node, name, level in nodes if level == 1 and name not in measured]}
     actual = finding.get("cand_max_abs_error")
-    actual = float(actual) if isinstance(actual, (int, float)) else None
-    rows = []
-    for node, name in measurable:
-        precision = precisions[name]
-        rounded = {**exact, name: _rounded(reference[name], precision)}
-        change, nonfinite = _change(session.run(rounded)[target], base)
-        rows.append({"node": node.name, "op_type": node.op_type, "tensor": name, "precision": precision,
-                     "contribution": json_float(change / scale), "nonfinite": nonfinite,
-                     "share": json_float(change / actual) if actual else None})
-    rows.sort(key=lambda row: (-row["nonfinite"], -_number(row["contribution"])))
-    entry["upstream"] = rows
-    together = {**exact, **{name: _rounded(reference[name], precisions[name]) for _, name in measurable}}
-    change, _ = _change(session.run(together)[target], base)
-    entry["explained"] = json_float(change / actual) if actual else None
+    actual = float(actual) if isinstance(actual, (int, float)) and actual > 0 else None
+    probe = _Probe(reference_model, feeds, reference, precisions, finding["tensor"], actual)
+    nearest = [(node, name) for node, name, level in measurable if level == 1]
+    if nearest:
+        entry["upstream"], entry["explained"] = probe.measure(nearest, level=1)
+    further = [(node, name) for node, name, level in measurable if level == 2]
+    explained = entry["explained"]
+    if further and not (isinstance(explained, (int, float)) and explained >= EXPLAINED_ENOUGH):
+        rows, entry["explained_further"] = probe.measure(further, level=2)
+        entry["upstream"] += rows
+    entry["upstream"].sort(key=lambda row: (-row["nonfinite"], -_number(row["contribution"])))
     return entry
+
+
+class _Probe:
+    """The reference graph cut at chosen tensors, run with each of them rounded (module docstring)."""
+
+    def __init__(self, reference_model, feeds, reference, precisions, target: str, actual: float | None) -> None:
+        self.model, self.feeds, self.reference, self.precisions = reference_model, feeds, reference, precisions
+        self.target, self.actual = target, actual
+        expected = np.asarray(reference[target], dtype=np.float64)
+        self.scale = max(float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)), SCALE_FLOOR)  # as localize
+
+    def measure(self, candidates: list[tuple[onnx.NodeProto, str]], level: int) -> tuple[list[dict], object]:
+        """(one row per candidate, the share of the actual error all of them rounded together give)."""
+        cut = {name: np.asarray(self.reference[name]).dtype for _, name in candidates}
+        session = OrtSession(_cut_model(self.model, cut, self.target))
+        inputs = {value.name for value in session.session.get_inputs()}
+        exact = {**{k: v for k, v in self.feeds.items() if k in inputs}, **{n: self.reference[n] for n in cut}}
+        base = session.run(exact)[self.target]
+        rows = []
+        for node, name in candidates:
+            change, nonfinite = _change(session.run({**exact, name: self._rounded(name)})[self.target], base)
+            rows.append({"node": node.name, "op_type": node.op_type, "tensor": name,
+                         "precision": self.precisions[name], "level": level,
+                         "contribution": json_float(change / self.scale), "nonfinite": nonfinite,
+                         "share": json_float(change / self.actual) if self.actual else None})
+        together, _ = _change(session.run({**exact, **{n: self._rounded(n) for n in cut}})[self.target], base)
+        return rows, (json_float(together / self.actual) if self.actual else None)
+
+    def _rounded(self, name: str) -> np.ndarray:
+        array = np.asarray(self.reference[name])
+        return LOW_PRECISION[self.precisions[name]](array.astype(np.float32)).astype(array.dtype)
 
 
 def describe(entry: dict, limit: int = 3) -> str:
@@ -141,13 +172,19 @@ def describe(entry: dict, limit: int = 3) -> str:
         return f"{entry['note']}; {entry['error']}"
     if not rows:
         return f"{entry['note']}; no upstream low-precision node could be measured"
-    named = ", ".join(f"{row['node']} ({row['op_type']}, {row['precision']}) {_percent(row['contribution'])}"
+    named = ", ".join(f"{row['node']} ({row['op_type']}, {row['precision']}"
+                      f"{', further up' if row.get('level', 1) > 1 else ''}) {_percent(row['contribution'])}"
                       for row in rows[:limit])
     text = f"{entry['note']}; nearest low-precision origins by measured contribution: {named}"
     explained = entry.get("explained")
+    further = entry.get("explained_further")
     if isinstance(explained, (int, float)):
-        text += f" (together {explained:.0%} of its error"
-        text += ")" if explained >= 0.5 else "; the rest comes from further upstream)"
+        text += f" (the nearest together {explained:.0%} of its error"
+        if isinstance(further, (int, float)):
+            text += f", the level above them {further:.0%}"
+        elif explained < EXPLAINED_ENOUGH:
+            text += "; the rest comes from further upstream"
+        text += ")"
     return text
 
 
@@ -172,10 +209,6 @@ def _cut_model(model: onnx.ModelProto, cut: dict[str, np.dtype], target: str) ->
     return copy
 
 
-def _rounded(values: np.ndarray, precision: str) -> np.ndarray:
-    array = np.asarray(values)
-    return LOW_PRECISION[precision](array.astype(np.float32)).astype(array.dtype)
-
 
 def _change(values: np.ndarray, base: np.ndarray) -> tuple[float, int]:
     values, base = np.asarray(values, dtype=np.float64), np.asarray(base, dtype=np.float64)
@@ -199,11 +232,15 @@ def _percent(value) -> str:
 def explain_amplifiers(findings: list[dict], reference_model: onnx.ModelProto, candidate_model: onnx.ModelProto,
                        feeds: dict[str, np.ndarray], reference: dict[str, np.ndarray],
                        precisions: dict[str, str]) -> None:
-    """Add `amplifies` (trace_upstream) to every FP32 finding, in place, measured once per node; its
-    reason then names the top origin."""
+    """Add `amplifies` (trace_upstream) to FP32 findings, in place, measured once per node and for the
+    first `MAX_EXPLAINED` such nodes in `findings`' order (the first findings come first: a model with
+    many independent FP32 origins costs two measurements, not one each); its reason then names the
+    top origin."""
     measured: dict[str, dict | None] = {}
     for finding in findings:
         if not finding or finding.get("precision") not in FULL_PRECISION:
+            continue
+        if finding["node"] not in measured and len(measured) >= MAX_EXPLAINED:
             continue
         if finding["node"] not in measured:
             try:
