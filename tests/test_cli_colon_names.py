@@ -105,6 +105,23 @@ def test_the_output_name_fix_works_when_pasted(workdir):
     assert problem not in output and code == 0, output
 
 
+def test_the_integer_range_fix_works_when_pasted(workdir):
+    """tf2onnx's BERT inputs are `input_ids:0`, int64 with dynamic dims: the Fix gives range and shape."""
+    nodes = [helper.make_node("Cast", ["input_ids:0"], ["ids_float:0"], name="Cast", to=TensorProto.FLOAT),
+             helper.make_node("Relu", ["ids_float:0"], ["Identity:0"], name="Identity")]
+    graph = helper.make_graph(nodes, "ids", [helper.make_tensor_value_info("input_ids:0", TensorProto.INT64,
+                                                                           ["unk__1", "unk__2"])],
+                              [helper.make_tensor_value_info("Identity:0", TensorProto.FLOAT, ["unk__1", "unk__2"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(workdir / "ids.onnx"))
+    typed = f"model.path=ids.onnx {NO_BUILD}"
+    code, output = _pasted_run(workdir, typed, "ids")
+    problem = "model input 'input_ids:0' is int64 and has no sample range"
+    pasted = _quoted_words(_fix(output, problem))
+    assert "input_ids\\:0" in pasted, output
+    code, output = _pasted_run(workdir, f"{typed} {pasted}", "ids_pasted")
+    assert problem not in output and code == 0, output
+
+
 @pytest.mark.parametrize("name", [INPUT, "x:0", "input.1", "a b", "x=1", "p(0)", "x,y", "back\\slash", "a/b:0"])
 def test_hydra_reads_each_override_back_as_the_name(name):
     parser = OverridesParser.create()
