@@ -46,11 +46,6 @@ def dict_key(name: str) -> str | None:
     return text if isinstance(parsed, dict) and list(parsed) == [name] else None
 
 
-def dict_key_ok(name: str) -> bool:
-    """True when some text makes Hydra's override grammar read `name` as this dict key."""
-    return dict_key(name) is not None
-
-
 def _list(values: Sequence[int]) -> str:
     return "[" + ",".join(str(int(value)) for value in values) + "]"
 
