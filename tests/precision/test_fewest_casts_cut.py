@@ -156,12 +156,15 @@ def test_a_20000_node_chain_is_solved_with_linear_work():
     assert problem.scans <= 10 * edges, (problem.phases, problem.scans, edges)
 
 
-def test_a_20000_node_chain_with_fp32_islands_is_solved_with_linear_work():
-    """A MatMul every 40 nodes, two FP32 nodes three apart half-way between: the two cheap nodes between
-    them join FP32 (2 Casts fewer per island); between an island and a MatMul either side costs one Cast
-    (tie: nothing moves); after the last MatMul the chain joins the FP32 output."""
-    net, decisions = _chain(20_000, island_every=40)
+@pytest.mark.parametrize("every", [40, 20_000])
+def test_a_20000_node_chain_with_fp32_islands_is_solved_with_linear_work(every):
+    """A MatMul every `every` nodes, two FP32 nodes three apart half-way between: the two cheap nodes
+    between them join FP32 (2 Casts fewer per island); between an island and a MatMul either side costs
+    one Cast (tie: nothing moves); after the last island the chain joins the FP32 output. With one
+    island (every=20,000) the flow runs along paths 10,000 nodes long."""
+    net, decisions = _chain(20_000, island_every=every)
     problem, moved, edges = _solved(net, decisions)
     assert problem.scans <= 10 * edges, (problem.phases, problem.scans, edges)
-    expected = [f"n{i}" for i in range(20_000) if i % 40 in (21, 22) or i > 19_983]
+    last_fp32 = 20_000 - every + every // 2 + 3
+    expected = [f"n{i}" for i in range(20_000) if i % every in (every // 2 + 1, every // 2 + 2) or i > last_fp32]
     assert moved == expected
