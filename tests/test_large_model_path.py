@@ -23,6 +23,9 @@ from trtpipe.onnxmodel import onnx_io
 from trtpipe.onnxmodel.onnx_io import save_model
 from trtpipe.models import BUILTIN_INPUT_SPECS, BUILTIN_MODELS
 
+# Whole pipeline runs over many models or trials: the full suite's tier, not the fast one.
+pytestmark = pytest.mark.slow
+
 STAGES = "stages=[sanitize,upgrade_opset,precision,validate]"
 MODEL_STAGES = ("sanitize", "upgrade_opset", "precision")
 SMALL_THRESHOLD_BYTES = 1000

@@ -15,6 +15,9 @@ from hypothesis import given, settings  # noqa: E402  (after the importorskip)
 
 from bench.fuzz import fuzz_graphs as fg  # noqa: E402
 
+# Whole pipeline runs over many models or trials: the full suite's tier, not the fast one.
+pytestmark = pytest.mark.slow
+
 
 def test_the_base_graph_runs_clean(fresh_dir):
     """Without mutations the pipeline succeeds: the failures the fuzzer accepts come from the mutations."""

@@ -135,6 +135,7 @@ def _validate(workdir, model: onnx.ModelProto, name: str, *overrides: str) -> tu
     return emulated["passed"], emulated["outputs"]["y"]
 
 
+@pytest.mark.slow  # three whole pipeline runs per form
 @pytest.mark.parametrize(("variance", "normalise"), [("jax2tf", "reciprocal_gamma"), ("moments_mul", "keras"),
                                                      ("centred_mul", "reciprocal"), ("gap_centred_mul", "keras"),
                                                      ("unbiased", "std")])
