@@ -114,3 +114,18 @@ def test_the_stage_writes_the_casts_per_step_into_the_plan(tmp_path):
     hoisted = [c for c in mixed.graph.node if c.op_type == "Cast"]
     assert {c.input[0] for c in hoisted} == {"memory", "Wo_t"}
     assert np.allclose(run(mixed, feeds)[0], run(model, feeds)[0], **FP16_TOLERANCE)
+
+
+def test_weights_an_old_exporter_lists_as_graph_inputs_are_cast_once_before_the_loop():
+    """Initializers listed as graph inputs (keep_initializers_as_inputs) can be fed, so they stay
+    FP32 graph inputs: the FP16 body reads one Cast of each made before the loop."""
+    model, feeds = _decoder(loop_decoder)
+    for tensor in model.graph.initializer:
+        if tensor.data_type == TensorProto.FLOAT:
+            model.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    _, _, document, mixed = planned(model, feeds, rules=ENCODER_FP32, auto={"max_abs": None})
+    assert {c.input[0] for c in _casts(mixed.graph)} == {"Wq", "memory", "Wo_t"}
+    assert {c.input[0] for c in _casts(body(mixed, "decoder"))} == {"h_in", "h_out/fp16", "h_scan/fp16"}
+    assert document["totals"]["casts"] == {"once": 3, "per_step": {"decoder": 3}}
+    for expected, got in zip(run(model, feeds), run(mixed, feeds)):
+        assert np.allclose(got, expected, **FP16_TOLERANCE)

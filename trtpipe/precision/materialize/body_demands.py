@@ -12,7 +12,9 @@ Decisions:
   that holds it converts it once, before the loop, and the body reads the converted
   tensor from outer scope (casts.py `BoundaryCasts.serve_loop_reads`). A read only If
   branches make is left to the branch: a Cast there runs once per If anyway, and only
-  when that branch is taken.
+  when that branch is taken. A body output that is an outer tensor itself stays cast at
+  the end of the body (casts.py `outputs_in_declared_types`): a body output must be a
+  name the body holds.
 """
 
 from __future__ import annotations
@@ -73,5 +75,3 @@ def _collect(body: onnx.GraphProto, enclosing_local: set[str], in_loop: bool, no
     for value in body.output:
         if value.name not in local and types.get(value.name) in RETYPABLE:
             found.exact[value.name].append(types[value.name])
-            if in_loop:
-                found.per_step[value.name].append((types[value.name], f"body output {value.name}"))
