@@ -32,6 +32,7 @@ from trtpipe.precision.network.graph_index import GraphIndex, UniqueNames
 from trtpipe.precision.materialize.node_types import NodeTypes, Requirement, exactly
 
 BEFORE_ALL_NODES = -1
+NOT_A_NODE = -2  # the consumer position of a read no node of this graph makes (a Loop/Scan body's)
 
 
 @dataclass
@@ -99,7 +100,7 @@ class BoundaryCasts:
             if tensor not in self.available or not self._is_local(tensor):
                 continue
             for elem_type, reader in needs:
-                name, _ = self._serve(tensor, exactly(elem_type), reader, BEFORE_ALL_NODES - 1)
+                name, _ = self._serve(tensor, exactly(elem_type), reader, NOT_A_NODE)
                 self.available[tensor].setdefault(elem_type, name)
 
     def _is_local(self, tensor: str) -> bool:
