@@ -12,11 +12,11 @@ Decisions:
 - The rules are onnx's own (onnx/checker.cc `resolve_external_data_location`
   and `open_external_data`, onnx >= 1.23), where trtpipe is not stricter: a
   location is refused when it is empty, absolute, contains `..` anywhere
-  (onnx refuses the substring, not only the path component: a name like
+  (onnx refuses the substring of the normalized path, not only a component: a name like
   `w..bin` is refused by onnx.load and ONNX Runtime too), is a symbolic link,
-  lies under a linked folder or outside the model's folder, is not a regular
+  lies under a linked folder or outside the model's directory, is not a regular
   file (folder, FIFO, device, socket), or has more than one hard link.
-- Stricter than onnx: every folder between the model's folder and the file
+- Stricter than onnx: every folder between the model's directory and the file
   must be a real folder (onnx only checks that the resolved path stays
   inside: a link to a sibling folder passes there), and the model file itself
   is refused as its own data file (onnx reads its protobuf bytes as weights).
@@ -50,8 +50,9 @@ def checked_data_file(base_dir: Path, location: str, tensor_name: str, model_pat
     where = f"tensor {tensor_name!r} of model {model_path}"
     if not location:
         raise UserError(f"{where} keeps its data externally but names no file (empty location)", REEXPORT)
-    if os.path.isabs(location) or ".." in os.path.normpath(location) or "\0" in location:
-        raise UserError(f"{where} names external data at {location!r}, outside the model's folder "
+    # Stricter than onnx: `..` anywhere in the location as written, even where it normalizes away.
+    if os.path.isabs(location) or ".." in location or "\0" in location:
+        raise UserError(f"{where} names external data at {location!r}, outside the model's directory "
                         "(ONNX requires a relative path below it, without '..')", REEXPORT)
     base = Path(os.path.abspath(base_dir))
     parts = Path(os.path.normpath(location)).parts
@@ -71,7 +72,7 @@ def checked_data_file(base_dir: Path, location: str, tensor_name: str, model_pat
             what = "is a symbolic link" if last else f"lies under the symbolic link {current}"
             raise UserError(f"external data file {base / location} of {where} {what} "
                             f"(to {os.readlink(current)}); trtpipe reads external data only from regular "
-                            "files inside the model's folder, as onnx and ONNX Runtime do", REEXPORT)
+                            "files inside the model's directory, as onnx and ONNX Runtime do", REEXPORT)
         if not last and not stat.S_ISDIR(info.st_mode):
             raise UserError(f"external data file {base / location} of {where} does not exist "
                             f"({current} is not a folder)", "copy it next to the model or re-export the model")
