@@ -133,6 +133,13 @@ def _check_marker(marker: Path, fix_hint: str) -> None:
         if marker.is_symlink():
             raise ValueError("a symbolic link")
         record = json.loads(marker.read_text())
+    except PermissionError as error:
+        # Issue 22, item 16: another user's cache (its marker written under umask 077) is not
+        # "not a trtpipe cache marker": it is one this user may not read.
+        raise UserError(f"the cache marker {marker} cannot be read ({os.strerror(error.errno or 0)}): the cache "
+                        "belongs to another user, or its permissions keep you out",
+                        "set cache.dir (or TRTPIPE_CACHE) to a folder of your own, or ask the cache's owner to "
+                        "make it readable and writable for you") from None
     except (OSError, ValueError):
         record = None
     if not isinstance(record, dict) or record.get("tool") != "trtpipe" or type(record.get("format")) is not int:

@@ -92,7 +92,7 @@ def refuse_unreadable_kind(info: os.stat_result, path: Path, where: str, hard_li
                            what: str = "external data file") -> None:
     """A folder, FIFO, device or socket, or a hard link (unless trtpipe's own): UserError."""
     if not stat.S_ISREG(info.st_mode):
-        raise UserError(f"{what} {path} of {where} is {_kind(info.st_mode)}, not a regular file",
+        raise UserError(f"{what} {path} of {where} is {file_kind(info.st_mode)}, not a regular file",
                         REEXPORT)
     if info.st_nlink > 1 and not hard_links_ok:
         raise UserError(f"{what} {path} of {where} is a hard link (the file has {info.st_nlink} "
@@ -144,7 +144,7 @@ def checked_span(offset: object, length: object, needed: int | None, file_size: 
     return start, count
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISFIFO(mode):
@@ -153,4 +153,4 @@ def _kind(mode: int) -> str:
         return "a device"
     if stat.S_ISSOCK(mode):
         return "a socket"
-    return "not a regular file"
+    return "a special file"
