@@ -110,3 +110,24 @@ def test_another_users_unreadable_marker_is_named_as_such():
         assert "not a trtpipe cache marker" not in line
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_verify_with_an_unwritable_recorded_cache_gives_a_fix_verify_reads(tmp_path):
+    """Before: "set cache.dir (or TRTPIPE_CACHE) to a writable directory", neither of which
+    trtpipe-verify reads (it uses the manifest's recorded cache.dir)."""
+    import subprocess
+
+    model = write_model(tmp_path / "model", data=weight_bytes())
+    cache = tmp_path / "cache"
+    run = run_trtpipe(tmp_path, "stages=[sanitize]", f"model.path={model}", DATA_OVERRIDE, cache=cache)
+    assert run.code == 0, run.stderr
+    shutil.rmtree(cache)
+    cache.write_text("a file where the cache was: no folder can be made there")
+    verify = [str(Path(sys.executable).with_name("trtpipe-verify")), str(run.run_dir / "manifest.json"), "--use-cache"]
+    done = subprocess.run(verify, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRTPIPE_CACHE": str(tmp_path / "elsewhere")})
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(cache) in lines[0], done.stderr
+    assert "TRTPIPE_CACHE" not in lines[0] and "cache.dir" not in lines[0].split("Fix:")[1], lines[0]
+    assert "without --use-cache" in lines[0]
