@@ -30,7 +30,7 @@ from typing import Callable, Mapping
 
 from filelock import FileLock, Timeout
 
-from trtpipe.errors import StageFailed
+from trtpipe.errors import StageFailed, UserError
 from trtpipe.cache.cache_dir import (
     Temporary,
     claim_cache_dir,
@@ -120,6 +120,8 @@ class ArtifactCache:
             return None, "the entry is not a directory"
         try:
             record = json.loads((directory / ENTRY_FILE).read_text())
+        except PermissionError:
+            _refuse_private_entry(directory)
         except (OSError, ValueError) as error:
             return None, f"{ENTRY_FILE} unreadable: {error}"
         problem = record_problem(record, stage, key, directory)
@@ -128,8 +130,11 @@ class ArtifactCache:
         if _key_of(record["material"]) != key:
             return None, f"{ENTRY_FILE}: its material does not hash to its key"
         for name, digest in record["files"].items():
-            if sha256_file(directory / name) != digest:
-                return None, f"{name} does not match its recorded sha256"
+            try:
+                if sha256_file(directory / name) != digest:
+                    return None, f"{name} does not match its recorded sha256"
+            except PermissionError:
+                _refuse_private_entry(directory)
         outputs = record["outputs"]
         missing = [kind for kind in required if kind not in outputs]
         if missing:
@@ -218,6 +223,13 @@ class ArtifactCache:
             items = [i for i in items if isinstance(i, dict)]
             items = [{"key": key, "material": material}] + [i for i in items if i.get("key") != key]
             write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
+
+
+def _refuse_private_entry(directory: Path) -> None:
+    """An entry another user made from a model only they may read: their files keep its
+    permissions (files.narrow_modes), so it is neither trusted blind nor deleted: exit 2."""
+    raise UserError(f"cache entry {directory} is not readable for you: another user made it from a model "
+                    "only they may read", "set cache.dir (or TRTPIPE_CACHE) to a cache of your own")
 
 
 def _key_of(material: dict) -> str | None:
