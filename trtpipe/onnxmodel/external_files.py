@@ -84,7 +84,7 @@ def checked_data_file(base_dir: Path, location: str, tensor_name: str, model_pat
     resolved = Path(os.path.realpath(current))
     if not resolved.is_relative_to(Path(os.path.realpath(base))):  # defence in depth: no link was followed
         raise UserError(f"external data file {base / location} of {where} resolves outside the model's "
-                        f"folder ({resolved})", REEXPORT)
+                        f"directory ({resolved})", REEXPORT)
     return current
 
 
