@@ -130,3 +130,23 @@ def test_a_regular_data_file_still_runs(tmp_path):
     model = write_model(tmp_path / "model", data=weight_bytes())
     run = run_trtpipe(tmp_path, "stages=[sanitize,upgrade_opset,precision]", f"model.path={model}", DATA_OVERRIDE)
     assert run.code == 0, run.stderr
+
+
+def test_verify_of_a_model_whose_data_became_a_fifo_ends_in_one_line(tmp_path):
+    """trtpipe-verify hashed the recorded model's external data before any check: a FIFO in
+    its place made it wait forever for a writer."""
+    import subprocess
+    import sys
+
+    model = write_model(tmp_path / "model", data=weight_bytes())
+    run = run_trtpipe(tmp_path, "stages=[sanitize]", f"model.path={model}", DATA_OVERRIDE)
+    assert run.code == 0, run.stderr
+    (tmp_path / "model" / "w.bin").unlink()
+    os.mkfifo(tmp_path / "model" / "w.bin")
+    verify = [str(Path(sys.executable).with_name("trtpipe-verify")), str(run.run_dir / "manifest.json")]
+    try:
+        done = subprocess.run(verify, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("trtpipe-verify blocked on the FIFO")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "FIFO" in done.stderr and "'W'" in done.stderr, done.stderr

@@ -15,11 +15,11 @@ log = logging.getLogger(__name__)
 
 def resolve_model_source(path: str | None, builtin: str, cache_root: Path, start_dir: Path) -> Path:
     if path:
-        return _checked_user_model(Path(path).expanduser() if Path(path).is_absolute() else start_dir / path)
+        return checked_user_model(Path(path).expanduser() if Path(path).is_absolute() else start_dir / path)
     return _builtin_model_file(builtin, cache_root)
 
 
-def _checked_user_model(path: Path) -> Path:
+def checked_user_model(path: Path) -> Path:
     """Cheap checks before any stage runs, so a bad path fails in one line with nothing written.
 
     Every external data file is checked here too (`onnxmodel.external_files`: a regular file

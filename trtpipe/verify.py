@@ -72,6 +72,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     from trtpipe.cache.hashing import artifact_digest
     from trtpipe.runner.manifest_read import as_literal_config, literal, read_manifest, recorded_start_dir
     from trtpipe.runner.pipeline import plan_stages
+    from trtpipe.source import checked_user_model
 
     recorded = read_manifest(manifest_path)
     register_configs()
@@ -92,6 +93,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
         path = Path(model).resolve() if model else Path(source["path"])
         if not path.is_file():
             raise UserError(f"the recorded model {path} does not exist", "give its new location with --model PATH")
+        checked_user_model(path)  # its external data files too, before hashing reads them
         if artifact_digest(path) != source["sha256"]:
             notes.append(f"model file {path} differs from the recorded one (sha256 {source['sha256'][:12]}…)")
         cfg.model.path = literal(str(path))

@@ -11,14 +11,14 @@ location is checked here before a byte is read (issue 22, item 1).
 Decisions:
 - The rules are onnx's own (onnx/checker.cc `resolve_external_data_location`
   and `open_external_data`, onnx >= 1.23), where trtpipe is not stricter: a
-  location is refused when it is empty, absolute, contains `..` anywhere
-  (onnx refuses the substring of the normalized path, not only a component: a name like
-  `w..bin` is refused by onnx.load and ONNX Runtime too), is a symbolic link,
-  lies under a linked folder or outside the model's directory, is not a regular
-  file (folder, FIFO, device, socket), or has more than one hard link.
-- Stricter than onnx: every folder between the model's directory and the file
-  must be a real folder (onnx only checks that the resolved path stays
-  inside: a link to a sibling folder passes there), and the model file itself
+  location is refused when it is empty, absolute, is a symbolic link, lies
+  outside the model's directory, is not a regular file (folder, FIFO, device,
+  socket), or has more than one hard link.
+- Stricter than onnx: `..` anywhere in the location as written (onnx refuses the
+  substring after normalising, so `sub/../w.bin` passes there and `w..bin` does
+  not; trtpipe refuses both); every folder between the model's directory and the
+  file must be a real folder (onnx only checks that the resolved path stays
+  inside: a link to a sibling folder passes there); and the model file itself
   is refused as its own data file (onnx reads its protobuf bytes as weights).
 - `hard_links_ok=True` is for trtpipe's own files only: a verified cache entry
   whose untouched weights file is a hard link to its input entry's
