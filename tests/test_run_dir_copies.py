@@ -63,3 +63,38 @@ def test_files_of_a_shared_model_keep_the_usual_permissions(tmp_path):
     run = run_trtpipe(tmp_path, "stages=[sanitize]", f"model.path={model}", DATA_OVERRIDE)
     assert run.code == 0, run.stderr
     assert stat.S_IMODE((run.run_dir / "sanitize" / "model.onnx").stat().st_mode) & 0o044 == 0o044
+
+
+def test_another_users_private_entry_is_refused_not_trusted_or_deleted(tmp_path, monkeypatch):
+    """Item 8 makes entries of a 0600 model 0600: another user sharing the cache cannot read them.
+    Root reads everything, so a test double answers EACCES, what the kernel answers that user;
+    before, the PermissionError ended the run as an internal error."""
+    import errno
+    import os
+
+    import pytest
+
+    from trtpipe.cache import cache as cache_module
+    from trtpipe.cache.cache import ArtifactCache
+    from trtpipe.errors import UserError
+
+    material = {"stage": "sanitize", "version": "1", "config": {}, "inputs": {"model": "0" * 64}, "tools": {}}
+
+    def compute(out_dir):
+        (out_dir / "model.bin").write_bytes(b"private weights")
+        return {"outputs": {"model": "model.bin"}}
+
+    cache = ArtifactCache(tmp_path / "cache")
+    entry = cache.get_or_compute("sanitize", material, compute).entry
+    real_sha256_file = cache_module.sha256_file
+
+    def denied(path):
+        if Path(path).name == "model.bin":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_sha256_file(path)
+
+    monkeypatch.setattr(cache_module, "sha256_file", denied)
+    with pytest.raises(UserError) as raised:
+        ArtifactCache(tmp_path / "cache").get_or_compute("sanitize", material, compute)
+    assert "not readable for you" in str(raised.value)
+    assert (entry.directory / "model.bin").read_bytes() == b"private weights"
