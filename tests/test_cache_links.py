@@ -95,3 +95,22 @@ def test_a_symlinked_miss_index_is_never_written_through(tmp_path):
     assert run.code == 0, run.stderr
     assert victim.read_text() == '["keep me"]'
     assert not index.is_symlink() and index.is_file()  # replaced by trtpipe's own file
+
+
+def test_a_linked_entry_is_discarded_as_a_link_never_through_it(tmp_path):
+    """A guard: entries/<stage>/<key> planted as a link to a user's folder is moved away as
+    the link; the folder it points to keeps every file."""
+    model = write_model(tmp_path / "model", data=weight_bytes())
+    cache = tmp_path / "cache"
+    key = stage_key(tmp_path, model, cache)
+    entry = cache / "entries" / "sanitize" / key
+    shutil.rmtree(entry)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "results.csv").write_text("a,b\n1,2\n")
+    os.symlink(mine, entry)
+    run = run_trtpipe(tmp_path, "stages=[sanitize]", f"model.path={model}", DATA_OVERRIDE, cache=cache,
+                      run_name="relinked")
+    assert run.code == 0, run.stderr
+    assert (mine / "results.csv").read_text() == "a,b\n1,2\n"
+    assert entry.is_dir() and not entry.is_symlink()

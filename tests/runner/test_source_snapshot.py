@@ -77,3 +77,25 @@ def test_a_stable_model_is_read_through_a_snapshot_with_the_same_result(tmp_path
     assert result.ok
     assert model_weights(result.artifact("sanitize", "model")) == weight_bytes(1)
     assert not any((tmp_path / "cache" / "tmp").iterdir())
+
+
+def test_a_user_error_about_the_model_names_the_users_file_not_the_snapshot(tmp_path):
+    """The snapshot is deleted when the stage ends: an error (and its pasteable fix) must name
+    the user's own file."""
+    from onnx import TensorProto, helper
+
+    from tests.cli_helpers import run_trtpipe
+
+    missing = "tensor_no_node_produces"
+    graph = helper.make_graph([helper.make_node("Add", ["x", missing], ["y"], name="add")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "mine" / "broken.onnx"
+    path.parent.mkdir()
+    path.write_bytes(model.SerializeToString())
+    run = run_trtpipe(tmp_path, "stages=[sanitize]", f"model.path={path}", "+data.inputs.x={low:0,high:1,dtype:float32}")
+    assert run.code == 2, run.stdout + run.stderr
+    text = run.stdout + run.stderr
+    assert f"check_model('{path}')" in text
+    assert str(tmp_path / "cache" / "tmp") not in text

@@ -60,7 +60,15 @@ def source_snapshot(source: Path, expected_sha256: str, tmp_root: Path) -> Itera
                 f"run started, {digest[:12]}… now); nothing was cached",
                 "run again once the model file (and its external data) is no longer being written",
             )
-        yield target
+        try:
+            yield target
+        except UserError as error:
+            # The user's error names the user's files (and a fix that works on them), never the
+            # snapshot's, which is gone when the message is read.
+            def renamed(text: str) -> str:
+                return text.replace(str(target.parent), str(source.parent))
+
+            raise UserError(renamed(error.problem), renamed(error.fix)) from None
 
 
 def _external_tensor_names(model_path: Path) -> dict[str, str]:
