@@ -138,6 +138,8 @@ PROSE = {
     'trtpipe/onnxmodel/external_files.py:refuse_unreadable_kind: {} {} of {} is {}, not a regular file': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_load_external_data: external data file {} of model {} ended while tensor {} was read (truncated meanwhile?)': MODEL,
     'trtpipe/runner/source_snapshot.py:source_snapshot: model {} changed while trtpipe was reading it (sha256 {}… when the run started, {}… now); nothing was cached': ENVIRONMENT,
+    # A stage's own error about the source, its snapshot paths renamed to the user's: the fix is that error's row.
+    'trtpipe/runner/source_snapshot.py:source_snapshot: <renamed(error.problem)>': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} does not exist': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} is empty': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} is not a file': MODEL,
