@@ -99,3 +99,28 @@ def test_a_user_error_about_the_model_names_the_users_file_not_the_snapshot(tmp_
     text = run.stdout + run.stderr
     assert f"check_model('{path}')" in text
     assert str(tmp_path / "cache" / "tmp") not in text
+
+
+def test_a_data_folder_swapped_for_a_link_after_the_start_is_refused(tmp_path, monkeypatch):
+    """The start's checks passed on a real folder; a link to a folder outside (holding the very same
+    bytes, so the digest still matches) put in its place afterwards must not be read."""
+    (tmp_path / "a" / "sub").mkdir(parents=True)
+    a = write_model(tmp_path / "a", location="sub/w.bin", data=weight_bytes(1), seed=1)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "w.bin").write_bytes(weight_bytes(1))
+    real_digest = pipeline.memoised_digest
+
+    def digest_then_link(path, index_dir):
+        digest = real_digest(path, index_dir)
+        shutil.rmtree(a.parent / "sub")
+        os.symlink(outside, a.parent / "sub")
+        return digest
+
+    monkeypatch.setattr(pipeline, "memoised_digest", digest_then_link)
+    overrides = ["stages=[sanitize]", f"model.path={a}", DATA_OVERRIDE, f"cache.dir={tmp_path / 'cache'}"]
+    with pytest.raises(api.PipelineFailed) as raised:
+        api.run(overrides, run_dir=tmp_path / "run", start_dir=tmp_path)
+    assert raised.value.result.exit_code == 2
+    assert "symbolic link" in str(raised.value) and "'W'" in str(raised.value)
+    assert sanitize_entries(tmp_path / "cache") == []

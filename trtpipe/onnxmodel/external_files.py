@@ -95,10 +95,11 @@ def refuse_unreadable_kind(info: os.stat_result, path: Path, where: str, hard_li
         raise UserError(f"{what} {path} of {where} is {file_kind(info.st_mode)}, not a regular file",
                         REEXPORT)
     if info.st_nlink > 1 and not hard_links_ok:
+        copy = shlex.quote(str(path) + ".copy")
         raise UserError(f"{what} {path} of {where} is a hard link (the file has {info.st_nlink} "
                         "names); trtpipe, onnx and ONNX Runtime read external data only from files with one "
-                        "name", f"give it a file of its own: cp {shlex.quote(str(path))} {shlex.quote(str(path) + '.copy')}"
-                        f" && mv {shlex.quote(str(path) + '.copy')} {shlex.quote(str(path))}")
+                        "name", f"give it a file of its own: cp {shlex.quote(str(path))} {copy} "
+                        f"&& mv {copy} {shlex.quote(str(path))}")
 
 
 def open_checked(path: Path, where: str, hard_links_ok: bool = False, what: str = "external data file") -> int:
@@ -110,6 +111,33 @@ def open_checked(path: Path, where: str, hard_links_ok: bool = False, what: str 
                         f"({os.strerror(error.errno or 0)}; a symbolic link is refused)", REEXPORT) from None
     try:
         refuse_unreadable_kind(os.fstat(fd), path, where, hard_links_ok, what)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_beneath(base_dir: Path, location: str, where: str) -> int:
+    """A read-only descriptor of `location` opened one folder at a time from `base_dir`, each
+    level with O_NOFOLLOW (as onnx's openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a folder
+    swapped for a link after `checked_data_file` cannot lead the read elsewhere. Checked
+    like `open_checked` (a regular file with one name)."""
+    parts = Path(os.path.normpath(location)).parts
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    folder = os.open(base_dir, flags | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=folder)
+    except OSError as error:
+        raise UserError(f"external data file {Path(base_dir) / location} of {where} cannot be opened "
+                        f"({os.strerror(error.errno or 0)}; a symbolic link is refused)", REEXPORT) from None
+    finally:
+        os.close(folder)
+    try:
+        refuse_unreadable_kind(os.fstat(fd), Path(base_dir) / location, where, hard_links_ok=False)
     except BaseException:
         os.close(fd)
         raise

@@ -17,9 +17,9 @@ Decisions:
   changes back between the two hashes would pass, and the stage's lazy reads (weights stay
   on disk until they are written out) would still see whichever bytes were there. The copy
   is a reflink where the file system offers one (no extra disk, instant), else a kernel copy.
-- The copy opens each file with O_NOFOLLOW and checks the open descriptor
-  (`external_files.open_checked`): a link, FIFO, device or hard link swapped in after the
-  start's checks is refused here too. Permission bits are kept (item 8: a 0600 model's
+- The copy opens each data file one folder at a time with O_NOFOLLOW and checks the open
+  descriptor (`external_files.open_beneath`): a link, FIFO, device or hard link swapped in
+  after the start's checks (a folder too) is refused here. Permission bits are kept (item 8: a 0600 model's
   snapshot and everything derived from it stay unreadable to others).
 - Only a run of the stage snapshots: a cached run reads nothing of the source but its digest.
 """
@@ -36,7 +36,7 @@ from trtpipe.cache.cache_dir import Temporary
 from trtpipe.cache.files import copy_fd, disk_errors_as_user_errors
 from trtpipe.cache.hashing import artifact_digest
 from trtpipe.errors import UserError
-from trtpipe.onnxmodel.external_files import checked_data_file, open_checked
+from trtpipe.onnxmodel.external_files import checked_data_file, open_beneath, open_checked
 
 
 @contextlib.contextmanager
@@ -52,7 +52,8 @@ def source_snapshot(source: Path, expected_sha256: str, tmp_root: Path) -> Itera
             data_file = checked_data_file(source.parent, location, tensor_name, source)
             copy = target.parent / location
             copy.parent.mkdir(parents=True, exist_ok=True)
-            _copy_checked(data_file, copy, open_checked(data_file, f"tensor {tensor_name!r} of model {source}"))
+            where = f"tensor {tensor_name!r} of model {source}"
+            _copy_checked(data_file, copy, open_beneath(source.parent, location, where))
         digest = artifact_digest(target, locations=sorted(tensors) if source.suffix == ".onnx" else None)
         if digest != expected_sha256:
             raise UserError(
