@@ -133,6 +133,7 @@ PROSE = {
     'trtpipe/onnxmodel/external_files.py:checked_span: {} declares {} bytes of external data, but its dims and type take {}': MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_span: {} has a negative external-data {} ({})': MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_span: {} has the external-data {} {}, not a whole number': MODEL,
+    'trtpipe/onnxmodel/external_files.py:open_beneath: external data file {} of {} cannot be opened ({}; a symbolic link is refused)': MODEL,
     'trtpipe/onnxmodel/external_files.py:open_checked: {} {} of {} cannot be opened ({}; a symbolic link is refused)': MODEL,
     'trtpipe/onnxmodel/external_files.py:refuse_unreadable_kind: {} {} of {} is a hard link (the file has {} names); trtpipe, onnx and ONNX Runtime read external data only from files with one name': MODEL,
     'trtpipe/onnxmodel/external_files.py:refuse_unreadable_kind: {} {} of {} is {}, not a regular file': MODEL,
