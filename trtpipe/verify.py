@@ -72,6 +72,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     from trtpipe.cache.hashing import artifact_digest
     from trtpipe.runner.manifest_read import as_literal_config, literal, read_manifest, recorded_start_dir
     from trtpipe.runner.pipeline import plan_stages
+    from trtpipe.source import checked_user_model
 
     recorded = read_manifest(manifest_path)
     register_configs()
@@ -92,9 +93,12 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
         path = Path(model).resolve() if model else Path(source["path"])
         if not path.is_file():
             raise UserError(f"the recorded model {path} does not exist", "give its new location with --model PATH")
+        checked_user_model(path)  # its external data files too, before hashing reads them
         if artifact_digest(path) != source["sha256"]:
             notes.append(f"model file {path} differs from the recorded one (sha256 {source['sha256'][:12]}…)")
         cfg.model.path = literal(str(path))
+    if use_cache:
+        _check_recorded_cache(Path(str(cfg.cache.dir)).expanduser(), Path(start_dir))
     work = Path(tempfile.mkdtemp(prefix="trtpipe-verify-"))
     if not use_cache:
         cfg.cache.dir = literal(str(work / "cache"))
@@ -116,6 +120,19 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     return {"identical": identical, "notes": notes, "stages": stages, "run_dir": str(run_dir) if keep else None,
             "start_dir": str(start_dir), "warnings": [start_note] if start_note else [],
             "environment": _environment_changes(recorded, result.manifest)}
+
+
+def _check_recorded_cache(cache_dir: Path, start_dir: Path) -> None:
+    """--use-cache: the recorded cache must be writable; the fix names what verify reads.
+
+    Decision (issue 22, item 16): the cache's own message suggested `cache.dir`/`TRTPIPE_CACHE`,
+    which trtpipe-verify does not read (it uses the manifest's recorded cache.dir)."""
+    from trtpipe.cache.files import ensure_writable_dir
+
+    cache_dir = cache_dir if cache_dir.is_absolute() else start_dir / cache_dir
+    ensure_writable_dir(cache_dir, "the recorded cache directory (--use-cache)",
+                        "run trtpipe-verify without --use-cache (it rebuilds in a fresh cache), "
+                        f"or make {cache_dir} a writable folder")
 
 
 def _compare(old: dict, new: dict | None) -> dict:

@@ -101,3 +101,20 @@ def test_the_drawing_work_does_not_grow_with_the_node_count(tmp_path, monkeypatc
         per_size[count] = dict(calls)
     assert per_size[200] == per_size[2000], per_size
     assert sum(per_size[2000].values()) <= 20, per_size
+
+
+def test_node_names_with_control_characters_draw_without_glyph_warnings(nafnet_localisation, tmp_path):
+    """Issue 22, item 16: names holding \\r or \\0 made matplotlib warn "Glyph 13 missing from font(s)"
+    on stderr for every such character; the label now shows the escape instead."""
+    import warnings
+
+    _, _, found = nafnet_localisation
+    rows = plot_rows_from_localization(found)
+    for index, row in enumerate(rows):  # every name, so the first failure and the worst nodes hold them too
+        row["node"] = f"{row['node']}\r{index}\0"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = write_accuracy_plot(tmp_path / "controls.png", rows, title="names with\rcontrols",
+                                   error_threshold=found.threshold)
+    assert path.read_bytes().startswith(PNG_SIGNATURE)
+    assert [str(w.message) for w in caught if "Glyph" in str(w.message)] == []

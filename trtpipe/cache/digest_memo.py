@@ -16,6 +16,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from trtpipe.cache.cache_dir import refuse_linked_file
 from trtpipe.cache.files import write_atomic
 from trtpipe.cache.hashing import artifact_digest, external_data_locations
 
@@ -32,6 +33,7 @@ def memoised_digest(path: Path, index_dir: Path) -> str:
     sidecars = external_data_locations(path) if path.suffix == ".onnx" else []
     record = {"sidecars": sidecars, "stamps": _stamps(path, sidecars),
               "sha256": artifact_digest(path, locations=sidecars if path.suffix == ".onnx" else None)}
+    refuse_linked_file(index_dir.parent, index_dir / (_MEMO_FILE + ".lock"))
     with FileLock(str(index_dir / (_MEMO_FILE + ".lock")), timeout=60):
         memo = _read(memo_path)
         memo.pop(str(path), None)
@@ -50,6 +52,8 @@ def _stamps(path: Path, sidecars: list[str]) -> list[list[int]] | None:
 
 def _read(memo_path: Path) -> dict:
     """The memo; a damaged one (not JSON, not an object) is empty: it only costs a re-hash."""
+    if memo_path.is_symlink():  # never read through a link (write_atomic replaces it)
+        return {}
     try:
         memo = json.loads(memo_path.read_text())
     except (OSError, ValueError):

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Mapping
 
-from trtpipe.stages.base import Stage, StageOutcome
+from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class PlanPrecision(Stage):
         from trtpipe.precision.materialize.cast_steps import cast_steps
         from trtpipe.precision.materialize.redundant_casts import forget_removed_casts, record_removals, remove_redundant_casts
 
-        model = load_model(inputs["model"], weights_on_disk=True)
+        model = load_model(inputs["model"], weights_on_disk=True, hard_links_ok=OWN_INPUTS)
         name_nodes_as_parser_does(model)
         net = network_from_model(model)
         if config["list_only"]:

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Mapping
 
-from trtpipe.stages.base import Stage, StageOutcome
+from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 
 
@@ -44,8 +44,8 @@ class ValidateAccuracy(Stage):
         from trtpipe.numerics.reference import ReferenceRunner
         from trtpipe.validate.report_table import failure_message, report_table
 
-        reference_model = load_model(inputs["reference"], weights_on_disk=True)
-        candidate_model = load_model(inputs["model"], weights_on_disk=True)
+        reference_model = load_model(inputs["reference"], weights_on_disk=True, hard_links_ok=OWN_INPUTS)
+        candidate_model = load_model(inputs["model"], weights_on_disk=True, hard_links_ok=OWN_INPUTS)
         tolerances = Tolerances.from_mapping(config["tolerance"], config.get("outputs") or {})
         feeds = sample_feeds(reference_model, config["data"])
         outputs = [value.name for value in candidate_model.graph.output]
