@@ -101,16 +101,27 @@ def test_a_weight_that_flushes_entirely_keeps_the_matmul_fp32(tmp_path, with_dat
     assert not np.abs(emulated(model, naive, feeds)[1]).any() and np.abs(expected).any()
 
 
-def test_a_flushing_epsilon_still_keeps_its_consumer_fp32_with_data():
+@pytest.mark.parametrize("reader", ["Relu", "Log"])
+def test_a_flushing_epsilon_is_judged_by_its_effect_unless_it_guards(reader):
+    # Added to what Relu reads, a 1e-12 epsilon changes nothing measurable: fp16 (issue 21 item 7). Added
+    # to what Log reads, it guards against zeros the samples may not contain: its Add stays fp32.
     x = value("x", [2, 4])
     eps = numpy_helper.from_array(np.array(1e-12, np.float32), "eps")
     nodes = [helper.make_node("Add", ["x", "eps"], ["s"], name="add_eps"),
-             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+             helper.make_node(reader, ["s"], ["y"], name="reader")]
     model = make_model(nodes, [x], [value("y", [2, 4])], [eps])
-    feeds = {"x": RNG.standard_normal([2, 4]).astype(np.float32)}
-    decisions, flushing = constants_record(model, feeds)  # its measured effect is nil: small tensors count anyway
-    assert decisions["add_eps"].precision == "fp32" and "epsilon" in decisions["add_eps"].reason
-    assert flushing[0]["consumers"][0]["keeps_fp32"]
+    feeds = {"x": RNG.uniform(0.5, 2.0, [2, 4]).astype(np.float32)}
+    decisions, flushing = constants_record(model, feeds)
+    [consumer] = flushing[0]["consumers"]
+    if reader == "Relu":
+        assert decisions["add_eps"].precision == "fp16" and not consumer["keeps_fp32"]
+        assert consumer["output_change"] == 0.0 and "measured on the sample inputs" in consumer["measure"]
+    else:
+        assert decisions["add_eps"].precision == "fp32" and "guards against zeros" in decisions["add_eps"].reason
+        assert consumer["keeps_fp32"]
+    # Without data nothing is measured: an epsilon flushing entirely keeps its Add fp32 either way.
+    decisions, _ = constants_record(model)
+    assert decisions["add_eps"].precision == "fp32"
 
 
 def test_the_attention_mask_is_still_protected_with_data():
