@@ -1,6 +1,7 @@
 """The bottom of FP16's range from the command line (issue 21 item 1): an audio front end whose power
-spectrum sits mostly below FP16's smallest subnormal passes the default config and transformer_fp16
-(before the underflow check both runs ended with inf in the emulated candidate, exit 1)."""
+spectrum sits mostly below FP16's smallest subnormal, a normalisation of tiny activations and a
+Reciprocal of small variances pass validation (before the underflow check every run ended with inf in
+the emulated candidate, exit 1), with most FLOPs in FP16."""
 
 from __future__ import annotations
 
@@ -11,24 +12,31 @@ import onnx
 import pytest
 
 from tests.cli_helpers import run_trtpipe
-from tests.precision.underflow_models import audio_front_end
+from tests.precision.underflow_models import audio_front_end, reciprocal_of_variances, tiny_normalisation
+
+MODELS = {"audio": audio_front_end, "tiny_norm": tiny_normalisation, "reciprocal": reciprocal_of_variances}
+# The node whose reason names the hazard, and the text it must hold.
+PROTECTED = {"audio": ("log", "flush to 0 in fp16"), "tiny_norm": ("std", "Sqrt then Div"),
+             "reciprocal": ("square", "tiny throughout")}
 
 
 @pytest.fixture(scope="module")
-def audio(tmp_path_factory):
+def workdir(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("underflow")
-    model, feeds = audio_front_end()
-    onnx.save(model, str(workdir / "audio.onnx"))
-    np.savez(workdir / "audio.npz", **feeds)
+    for name, build in MODELS.items():
+        model, feeds = build()
+        onnx.save(model, str(workdir / f"{name}.onnx"))
+        np.savez(workdir / f"{name}.npz", **feeds)
     return workdir
 
 
-@pytest.mark.parametrize("recipe", [None, "transformer_fp16"])
-def test_a_quiet_audio_front_end_passes_validation(audio, recipe):
-    overrides = [f"model.path={audio / 'audio.onnx'}", f"data.path={audio / 'audio.npz'}"]
+@pytest.mark.parametrize("name, recipe", [("audio", None), ("audio", "transformer_fp16"),
+                                          ("tiny_norm", None), ("reciprocal", None)])
+def test_tiny_tensors_pass_validation(workdir, name, recipe):
+    overrides = [f"model.path={workdir / name}.onnx", f"data.path={workdir / name}.npz"]
     if recipe:
         overrides.insert(0, f"+recipe={recipe}")
-    run = run_trtpipe(audio, *overrides, run_name=recipe or "default")
+    run = run_trtpipe(workdir, *overrides, run_name=f"{name}-{recipe or 'default'}")
     assert run.code == 0, run.stdout + run.stderr
     stages = {s["name"]: s for s in run.manifest["stages"]}
     report = json.loads((run.run_dir / stages["validate"]["outputs"]["report"]["path"]).read_text())
@@ -37,6 +45,7 @@ def test_a_quiet_audio_front_end_passes_validation(audio, recipe):
     assert emulated["outputs"]["y"]["nonfinite"] == 0
     plan = json.loads((run.run_dir / stages["precision"]["outputs"]["plan"]["path"]).read_text())
     nodes = {n["name"]: n for n in plan["nodes"]}
-    assert nodes["log"]["precision"] == "fp32" and "flush to 0 in fp16" in nodes["log"]["reason"]
-    assert nodes["stft"]["precision"] == "fp32" and "stored tensor (underflow)" in nodes["stft"]["reason"]
+    node, text = PROTECTED[name]
+    assert nodes[node]["precision"] == "fp32" and "stored tensor (underflow)" in nodes[node]["reason"]
+    assert text in nodes[node]["reason"]
     assert plan["totals"]["low_precision_flop_share"] >= 0.9
