@@ -119,6 +119,10 @@ def test_a_flushing_epsilon_is_judged_by_its_effect_unless_it_guards(reader):
     else:
         assert decisions["add_eps"].precision == "fp32" and "guards against zeros" in decisions["add_eps"].reason
         assert consumer["keeps_fp32"]
+        # The Log it guards stays FP32 too: cast to fp16 between them, the epsilon would flush again (the
+        # samples hold no value small enough for the stored-tensor check to see it).
+        assert decisions["reader"].precision == "fp32" and "guarded by constant eps" in decisions["reader"].reason
+        assert consumer["guarded_readers_kept_fp32"] == ["reader"]
     # Without data nothing is measured: an epsilon flushing entirely keeps its Add fp32 either way.
     decisions, _ = constants_record(model)
     assert decisions["add_eps"].precision == "fp32"

@@ -43,11 +43,12 @@ def _head(rng, source: str, width: int, hidden: int, classes: int, nodes: list, 
     nodes[-1].output[0] = "y"
 
 
-def audio_front_end(seed: int = 0, use_pow: bool = False) -> tuple[onnx.ModelProto, dict]:
+def audio_front_end(seed: int = 0, use_pow: bool = False, eps: bool = True) -> tuple[onnx.ModelProto, dict]:
     """audio [1, 1, SAMPLES] -> framing Conv (windowed DFT basis, re and im) -> power (x*x or Pow) ->
     Add(+1e-10) -> Log -> transpose to [frames, bins] -> a 3-layer MLP head. The input is quiet audio
     (noise of std 1e-5 and a tone of amplitude 2e-4, as a constant-Q/STFT front end of a transcriber sees
-    it): the power is mostly below 6e-8 (FP16's smallest subnormal) and at most ~2e-4."""
+    it): the power is mostly below 6e-8 (FP16's smallest subnormal) and at most ~2e-4. `eps=False`: Log reads
+    the power itself (no epsilon guard)."""
     rng = np.random.default_rng(seed)
     n = np.arange(FRAME)
     window = 0.5 - 0.5 * np.cos(2 * np.pi * n / FRAME)
@@ -64,9 +65,12 @@ def audio_front_end(seed: int = 0, use_pow: bool = False) -> tuple[onnx.ModelPro
     else:
         nodes += [helper.make_node("Mul", ["re", "re"], ["re2"], name="re_sq"),
                   helper.make_node("Mul", ["im", "im"], ["im2"], name="im_sq")]
-    nodes += [helper.make_node("Add", ["re2", "im2"], ["power"], name="power"),
-              helper.make_node("Add", ["power", "eps"], ["power_eps"], name="add_eps"),
-              helper.make_node("Log", ["power_eps"], ["logpower"], name="log"),
+    nodes.append(helper.make_node("Add", ["re2", "im2"], ["power"], name="power"))
+    if eps:
+        nodes.append(helper.make_node("Add", ["power", "eps"], ["power_eps"], name="add_eps"))
+    else:
+        inits.remove(next(i for i in inits if i.name == "eps"))
+    nodes += [helper.make_node("Log", ["power_eps" if eps else "power"], ["logpower"], name="log"),
               helper.make_node("Squeeze", ["logpower", "axis0"], ["logspec"], name="squeeze"),
               helper.make_node("Transpose", ["logspec"], ["frames"], name="to_frames", perm=[1, 0])]
     inits.append(numpy_helper.from_array(np.array([0], np.int64), "axis0"))

@@ -12,9 +12,12 @@ decided per constant and consumer by its effect, and the measure is recorded
 - an epsilon guard: a small tensor (≤ 16 values) added (Add, Sub, Max, Clip) to
   a value that then reaches a singular reader (Log, a divisor, Reciprocal, Pow
   with a negative exponent, Sqrt then a divisor: underflow.singular_slot): its
-  consumer stays FP32. Decision: it guards against inputs the samples may not
-  contain (a zero variance, a silent frame); flushed, log 0 or x/0 follows, and
-  no measurement on the samples can show it;
+  consumer stays FP32, and so do the nodes from it to the readers it guards
+  (underflow.guarded_readers). Decision: it guards against inputs the samples may
+  not contain (a zero variance, a silent frame); flushed, log 0 or x/0 follows, and
+  no measurement on the samples can show it; its consumer alone in FP32 guards
+  nothing, since the output is cast to FP16 for the reader and the epsilon flushes
+  there (issue 21: Add(x², 1e-10) FP32, then an FP16 Log read zeros);
 - a divisor: a constant the consumer divides by (the divisor of Div, the base of
   Reciprocal or of a negative Pow, BatchNormalization's variance): always
   measured with data, and kept FP32 without data. Decision: its effect is not
@@ -154,9 +157,11 @@ def constant_decisions(net: Network, low_precision: str, problems: dict[str, Con
                 reason = (f"constant {name} flushes to 0 in fp16 ({problem.flushed} value(s), smallest "
                           f"{problem.magnitude:.3g}): {measure}")
                 decisions.setdefault(consumer, (reason, problem.magnitude))
+            guarded = _guarded_region(net, name, consumer, decisions) if harmful and roles[consumer] == "guard" else []
             entry.setdefault("consumers", []).append(
                 {"node": consumer, "measure": measure, "keeps_fp32": harmful,
-                 **({"output_change": float(f"{effects[consumer]:.6g}")} if effects.get(consumer) is not None else {})})
+                 **({"output_change": float(f"{effects[consumer]:.6g}")} if effects.get(consumer) is not None else {}),
+                 **({"guarded_readers_kept_fp32": guarded} if guarded else {})})
         entry["decision"] = "consumers kept fp32" if kept == consumers else (
             "converted to fp16" if not kept else "some consumers kept fp32")
         flushing.append(entry)
@@ -166,10 +171,24 @@ def constant_decisions(net: Network, low_precision: str, problems: dict[str, Con
     return decisions
 
 
+def _guarded_region(net: Network, constant: str, consumer: str, decisions: dict) -> list[str]:
+    """Keep FP32 the nodes between an epsilon's consumer and the singular readers it guards. Decision: the
+    consumer alone in FP32 guards nothing, its output cast to fp16 for an fp16 Log loses the epsilon again
+    (issue 21: Add(x², 1e-10) FP32, then Log in FP16 read zeros)."""
+    from trtpipe.precision.auto.underflow import guarded_readers
+
+    region = guarded_readers(net, consumer)
+    for node, what in region:
+        decisions.setdefault(node, (f"guarded by constant {constant}: it reads the output of {consumer}, whose "
+                                    f"epsilon {constant} flushes to 0 in fp16 ({what}); kept FP32 so the epsilon "
+                                    "is not lost at a cast to fp16", None))
+    return [node for node, _ in region]
+
+
 def _roles(net: Network, constant: str) -> dict[str, str]:
     """real consumer -> 'divisor' (it divides by the constant), 'guard' (it adds the constant to what a singular
     reader reads) or '' (linear use: a weight, a bias, a scale)."""
-    from trtpipe.precision.auto.underflow import singular_slot
+    from trtpipe.precision.auto.underflow import guarded_readers, singular_slot
 
     views = passthrough_views(net, constant)
     roles = {}
@@ -178,11 +197,7 @@ def _roles(net: Network, constant: str) -> dict[str, str]:
         slots = [index for index, tensor in enumerate(node.input) if tensor in views]
         if any(_DIVISOR_SLOTS.get(node.op_type) == i or singular_slot(net, consumer, i) for i in slots):
             roles[consumer] = "divisor"
-        elif node.op_type in _GUARDING_OPS and any(
-                singular_slot(net, reader, index)
-                for output in node.output if output for view in passthrough_views(net, output)
-                for reader in net.consumers.get(view, [])
-                for index, tensor in enumerate(net.nodes[reader].input) if tensor == view):
+        elif node.op_type in _GUARDING_OPS and guarded_readers(net, consumer):
             roles[consumer] = "guard"
         else:
             roles[consumer] = ""

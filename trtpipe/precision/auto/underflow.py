@@ -104,6 +104,23 @@ def singular_slot(net: Network, name: str, index: int) -> str | None:
     return None
 
 
+def guarded_readers(net: Network, name: str) -> list[tuple[str, str]]:
+    """(node, what) for the singular readers of node `name`'s outputs, the data-movement nodes between, and
+    the divisors reading a Sqrt among them: the region an epsilon added by `name` guards (auto_constants.py)."""
+    found: list[tuple[str, str]] = []
+    for output in (o for o in net.nodes[name].output if o):
+        views = passthrough_views(net, output)
+        movers = [(net.producer[v], "moves the guarded values") for v in views if v != output and v in net.producer]
+        readers = [(reader, singular_slot(net, reader, index)) for view in views
+                   for reader in net.consumers.get(view, [])
+                   for index, tensor in enumerate(net.nodes[reader].input) if tensor == view]
+        readers = [(reader, what) for reader, what in readers if what]
+        found += (movers if readers else []) + readers
+        found += [deeper for reader, _ in readers if net.op_type(reader) == "Sqrt"
+                  for deeper in guarded_readers(net, reader)]
+    return list(dict.fromkeys(found))
+
+
 def underflow_watch(net: Network) -> UnderflowWatch:
     """Structural: the singular readers of the main graph and the region their inputs are computed in."""
     singular: dict[str, list[tuple[str, str]]] = {}
