@@ -94,7 +94,7 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
 
 
 def _record_loss(observed: Observed, tensor: str, array: np.ndarray) -> None:
-    loss = storage_loss(array, tensor in observed.watch.sensitive)
+    loss = storage_loss(array, observed.watch.functions.get(tensor))
     if loss is not None:
         known = observed.losses.get(tensor)
         observed.losses[tensor] = loss if known is None else known.merge(loss)

@@ -18,10 +18,15 @@ Two hazards, each with a stated bound (`LOSS_LIMIT` = auto_constants.EFFECT_LIMI
   30% error is off by 0.26, whatever the value's size), so the tensor they read,
   and the tensors it is computed from element by element (walking up through
   elementwise and data-movement ops; a reduction, a Conv or a MatMul ends the
-  walk), are judged by the mean per-element relative error FP16 storage gives
-  them, against `LOSS_LIMIT`. A normal-range tensor stays below it (at most 2^-11
-  per element, 2^-12 on average; activations of std 1e-3 reach 4e-4, their few
-  values near 0 weigh linearly, not squared); a spectrum mostly below 6e-8 does not;
+  walk), are judged by the change FP16 storage makes to what the reader computes
+  from each element: the relative L2 change of log|v| (Log), 1/|v| (a divisor,
+  Reciprocal), |v|^-p (Pow) or 1/sqrt|v| (Sqrt then a divisor), against
+  `LOSS_LIMIT`. Decision: the reader's own function, not a plain relative error,
+  because it weighs the elements as the reader's output does (1/v is dominated by
+  the smallest values, exactly those the subnormals round worst); an elementwise
+  chain carries each element's relative error to the reader's input, so the
+  same function judges the tensors up the region. A normal-range tensor stays
+  below the bound (2^-11 per element at most); a spectrum mostly below 6e-8 does not;
 - a tensor **tiny throughout** (any reader): its values sit so deep in the
   subnormals that storing it in FP16 changes it by `LOSS_LIMIT` or more in relative
   L2 norm (what a MatMul or a sum reading it inherits). Screened for every tensor
@@ -71,7 +76,7 @@ class StorageLoss:
 
     flushed: int = 0  # non-zero values that become 0
     storage_error: float = 0.0  # ||fp16(v) - v|| / ||v||
-    element_error: float = 0.0  # mean over non-zero values of |fp16(v) - v| / |v| (watched tensors only)
+    element_error: float = 0.0  # relative L2 change of the singular reader's function of it (watched tensors only)
 
     def merge(self, other: "StorageLoss") -> "StorageLoss":
         return StorageLoss(max(self.flushed, other.flushed), max(self.storage_error, other.storage_error),
@@ -84,6 +89,7 @@ class UnderflowWatch:
 
     singular: dict[str, list[tuple[str, str]]]  # tensor -> [(reader node, what it computes)]
     sensitive: dict[str, tuple[str, str]]  # tensor -> the singular reader whose input it computes, and what it is
+    functions: dict[str, str]  # tensor -> the reader's function of each element: log, inverse, rsqrt, power:<p>
 
 
 def singular_slot(net: Network, name: str, index: int) -> str | None:
@@ -133,22 +139,25 @@ def underflow_watch(net: Network) -> UnderflowWatch:
                 if what:
                     singular.setdefault(tensor, []).append((name, what))
     sensitive: dict[str, tuple[str, str]] = {}
+    functions: dict[str, str] = {}
     for tensor, readers in singular.items():
+        function = _function(net, readers[0][0])
         stack = [tensor]
         while stack:
             current = stack.pop()
             if current in sensitive:
                 continue
             sensitive[current] = readers[0]
+            functions[current] = function
             producer = net.producer.get(current)
             if producer is None or producer in net.parent or net.op_type(producer) not in _ELEMENTWISE:
                 continue
             stack += [t for t in net.nodes[producer].input
                       if t and t not in net.constants and net.is_float(t) and t not in sensitive]
-    return UnderflowWatch(singular, sensitive)
+    return UnderflowWatch(singular, sensitive, functions)
 
 
-def storage_loss(array: np.ndarray, watched: bool) -> StorageLoss | None:
+def storage_loss(array: np.ndarray, function: str | None) -> StorageLoss | None:
     """The loss of storing `array` in FP16; None when it cannot reach `LOSS_LIMIT` (cheap screen first)."""
     values = np.asarray(array)
     if values.size == 0 or values.dtype not in (np.float16, np.float32, np.float64):
@@ -160,7 +169,7 @@ def storage_loss(array: np.ndarray, watched: bool) -> StorageLoss | None:
         norm = float(np.linalg.norm(values))
     if not math.isfinite(norm) or norm == 0.0:
         return None
-    if not watched and math.sqrt(values.size) * _SUBNORMAL_STEP / norm + _ROUNDING < LOSS_LIMIT:
+    if function is None and math.sqrt(values.size) * _SUBNORMAL_STEP / norm + _ROUNDING < LOSS_LIMIT:
         return None
     with np.errstate(over="ignore", invalid="ignore"):
         stored = values.astype(np.float16).astype(values.dtype)
@@ -168,10 +177,8 @@ def storage_loss(array: np.ndarray, watched: bool) -> StorageLoss | None:
     error = np.nan_to_num(error, nan=0.0, posinf=0.0, neginf=0.0)
     nonzero = values != 0
     loss = StorageLoss(int(np.count_nonzero(nonzero & (stored == 0))), float(np.linalg.norm(error)) / norm)
-    if watched and nonzero.any():
-        with np.errstate(invalid="ignore", divide="ignore"):
-            relative = np.abs(error[nonzero].astype(np.float64)) / np.abs(values[nonzero].astype(np.float64))
-        loss.element_error = float(np.mean(np.minimum(np.nan_to_num(relative, nan=1.0), 1.0)))
+    if function is not None and nonzero.any():
+        loss.element_error = _function_change(function, values[nonzero], stored[nonzero])
     if loss.flushed or loss.storage_error >= LOSS_LIMIT or loss.element_error >= LOSS_LIMIT:
         return loss
     return None
@@ -188,9 +195,9 @@ def lossy(tensor: str, losses: dict[str, StorageLoss], watch: UnderflowWatch | N
                 f"{FLUSH_THRESHOLD:.2g}), read by {reader}: {what}")
     if loss.element_error >= LOSS_LIMIT and tensor in watch.sensitive:
         reader, what = watch.sensitive[tensor]
-        return (f"fp16's subnormals (below {FP16_MIN_NORMAL:.2g}) store it with {loss.element_error:.3g} mean relative "
-                f"error per element >= {LOSS_LIMIT:g}, and it computes the input of {reader}: {what}, which needs "
-                "each element's relative precision")
+        change = f"{loss.element_error:.3g}" if math.isfinite(loss.element_error) else "inf"
+        return (f"fp16's subnormals (below {FP16_MIN_NORMAL:.2g}) change what {reader} computes from each element "
+                f"({what}; {watch.functions[tensor]} of the values) by {change} (relative L2) >= {LOSS_LIMIT:g}")
     if loss.storage_error >= LOSS_LIMIT:
         return (f"tiny throughout: fp16's subnormals (below {FP16_MIN_NORMAL:.2g}) change it by {loss.storage_error:.3g} "
                 f"(relative L2) >= {LOSS_LIMIT:g}")
@@ -241,6 +248,34 @@ def record_bounds() -> dict:
     return {"flushes_below": FLUSH_THRESHOLD, "subnormal_below": FP16_MIN_NORMAL, "limit": LOSS_LIMIT,
             "singular_readers": ["Log", "Div (divisor)", "Reciprocal", "Pow (negative exponent)",
                                  "Sqrt then a divisor"]}
+
+
+def _function(net: Network, reader: str) -> str:
+    op = net.op_type(reader)
+    if op == "Log":
+        return "log"
+    if op == "Pow":
+        exponent = np.asarray(tensor_array(net.constants[net.nodes[reader].input[1]]), dtype=np.float64)
+        return f"power:{float(exponent.min()):g}"
+    return "rsqrt" if op == "Sqrt" else "inverse"
+
+
+def _function_change(function: str, values: np.ndarray, stored: np.ndarray) -> float:
+    """Relative L2 change of the reader's function of |values| when they are stored as `stored`; inf when the
+    stored values give inf/NaN where the reference is finite (a flushed zero)."""
+    exponent = {"log": None, "inverse": -1.0, "rsqrt": -0.5}.get(function)
+    if function.startswith("power:"):
+        exponent = float(function.split(":", 1)[1])
+    magnitudes, rounded = np.abs(values.astype(np.float64)), np.abs(stored.astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        reference = np.log(magnitudes) if exponent is None else magnitudes**exponent
+        candidate = np.log(rounded) if exponent is None else rounded**exponent
+    finite = np.isfinite(reference)
+    if not np.isfinite(candidate[finite]).all():
+        return math.inf
+    scale = float(np.linalg.norm(reference[finite]))
+    change = float(np.linalg.norm(candidate[finite] - reference[finite]))
+    return change / scale if scale > 0 else float(change > 0)
 
 
 def _negative_exponent(net: Network, node) -> bool:
