@@ -69,7 +69,9 @@ def plan_precision(
         in_range: dict = {}
         if reference is not None:
             observed = node_max_abs(net, reference)
-            in_range = range_decisions(observed, float(auto["max_abs"]))
+            heavy = auto.get("heavy_max_abs")
+            in_range = range_decisions(observed, float(auto["max_abs"]), None if heavy is None else float(heavy),
+                                       {name: net.op_type(name) for name in observed})
             masks = masked_additions(net, reference.highest, float(auto["max_abs"])) & set(in_range)
             in_range = {n: found for n, found in in_range.items() if n not in masks}
             if notes is not None:
