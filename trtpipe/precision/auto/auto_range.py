@@ -53,15 +53,22 @@ class Observed:
     # Main-graph tensors only (a body value is stacked per iteration, not a node input as such).
     kept: dict[str, list[np.ndarray]] = field(default_factory=dict)
     reached: set[str] = field(default_factory=set)  # body nodes the sample data ran
+    # Nodes whose out-of-range values only drive a Tanh/Sigmoid into saturation (saturating_chains.py):
+    # node -> that Tanh/Sigmoid. Set by the planner; the stored-tensor check tolerates their outputs.
+    saturating: dict[str, str] = field(default_factory=dict)
 
 
-def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset()) -> Observed:
-    """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`)."""
+def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset(),
+                      inspect=None) -> Observed:
+    """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`).
+    `inspect(values)`, when given, sees every sample's tensors as they are computed (nothing is kept)."""
     observed = Observed()
     computing = [name for name in net.names if net.computes_float(name)]  # the same for every feed
     for index, values in enumerate(reference_values(net, feeds_list)):
         if index == 0:
             record_run_shapes(net, values)
+        if inspect is not None:
+            inspect(values)
         for tensor, array in values.items():
             if tensor in keep and not net.run_levels.get(tensor):
                 observed.kept.setdefault(tensor, []).append(array)
