@@ -125,3 +125,23 @@ def test_the_search_through_the_cli_runs_on_the_switched_graph(search_run):
     assert search["emulation"]["switched"] == len(search["trials"]) and search["emulation"]["full"] == 0
     written = onnx.load(str(search_run.run_dir / "precision" / "model.onnx"))
     assert [values[0] for values in _optional_inputs(written).values()] == ["", 0]
+
+
+def test_a_refused_switched_graph_leaves_the_search_to_the_full_emulation(monkeypatch, caplog):
+    # Should ONNX Runtime ever refuse the switched graph again, the trials run the validate stage's way.
+    from trtpipe.search import trials
+    from trtpipe.validate.compare import Tolerances
+
+    def refused(model):
+        raise TrtpipeGraphError("ONNX Runtime cannot load trtpipe's own graph (the search's switched emulation)")
+
+    monkeypatch.setattr(trials, "SwitchedEmulation", refused)
+    model = _resize_model()
+    names = [node.name for node in model.graph.node]
+    feeds = [{"x": np.random.default_rng(4).normal(size=(1, 3, 8, 8)).astype(np.float32)}]
+    runner = trials.TrialRunner(model, {}, names, feeds, Tolerances.from_mapping({"rel_l2": 0.014}))
+    with caplog.at_level("WARNING", logger="trtpipe.search.trials"):
+        outcome = runner.evaluate(frozenset())
+    assert outcome.passed and runner.emulations == {"switched": 0, "full": 1}
+    assert runner.not_switched.startswith("ONNX Runtime refused the switched graph: ONNX Runtime cannot load")
+    assert "every trial runs on its own emulated graph instead" in caplog.text
