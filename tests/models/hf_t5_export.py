@@ -23,6 +23,7 @@ have and random weights lack (`calibrated`): a few "massive" channels that each 
 bring the ordinary ones back to unit scale, and `wi_1` units that follow `wi_0` so the massive
 channels grow with one sign. The scales are set by a NumPy forward pass of the same model
 (`forward`) on calibration tokens, so the model is deterministic to the byte.
+`python -m bench.common.t5_torch_export` writes the real export with the same scaling (torch needed).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Where torch and transformers are installed (not in CI: use a venv of your own), this writes the real
 export the regression builder reproduces, to compare the plans (issue 21, item 2):
 
-    python bench/t5_torch_export.py out.onnx [layers=4] [growth=3000] [gate=12]
+    python -m bench.common.t5_torch_export out.onnx [layers=4] [growth=3000] [gate=12]
     trtpipe +recipe=transformer_fp16 model.path=out.onnx \\
         '++data.inputs.input_ids={low:0,high:512,dtype:int64,shape:[1,32]}' \\
         '++data.inputs.attention_mask={low:1,high:2,dtype:int64,shape:[1,32]}' \\
