@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run these shipped recipes on every selected model")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")
-    parser.add_argument("--markdown", type=Path, default=REPO / "bench" / "WILD.md",
+    parser.add_argument("--markdown", type=Path, default=REPO / "bench" / "wild" / "WILD.md",
                         help="where to write the Markdown report ('-' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories (path printed)")
     args = parser.parse_args(argv)
