@@ -117,6 +117,9 @@ def test_stage_lists_refused_already(tmp_path, stages, expected):
     ("+validate.outputs.y={max_rell:0.1}", "validate.outputs.y.max_rell is not a tolerance key"),
     ("+validate.outputs.y=3", "validate.outputs.y is 3, not a tolerance"),
     ("++precision.search.tolerance={cosine_min:2}", "precision.search.tolerance.cosine_min is 2"),
+    ("validate.tolerance.pixels_off_8bit=1.5", "validate.tolerance.pixels_off_8bit is 1.5: a share of elements lies in [0, 1]"),
+    ("validate.tolerance.pixels_off_8bit=-0.01", "validate.tolerance.pixels_off_8bit is -0.01"),
+    ("+validate.outputs.y={argmax_agree_min:99.9}", "validate.outputs.y.argmax_agree_min is 99.9: a share"),
 ])
 def test_tolerances_out_of_range_are_refused_at_compose_time(tmp_path, override, expected):
     """Reproduced: `validate.tolerance.cosine_min=1.5` (no cosine exceeds 1: every output fails),

@@ -47,10 +47,12 @@ def test_protective_recipes_pass_validation(workdir, recipe):
     assert candidate["name"] == "emulated" and candidate["passed"]
     for metrics in candidate["outputs"].values():
         assert {"max_abs", "mean_abs", "max_rel", "abs_p99", "rel_p99", "rel_l2", "cosine", "psnr",
-                "nonfinite"} <= set(metrics)
+                "nonfinite", "pixels_off_8bit", "argmax_agree"} <= set(metrics)
         assert metrics["nonfinite"] == 0
     if recipe == "nafnet_fp16":
-        assert candidate["outputs"]["restored"]["psnr"] >= 56.3
+        # Well inside the 8-bit criterion, and the restoration benchmark's 56.3 dB too.
+        restored = candidate["outputs"]["restored"]
+        assert restored["psnr"] >= 56.3 and restored["pixels_off_8bit"] == 0.0
 
 
 def test_failed_validation_is_cached_and_still_fails(workdir):

@@ -160,6 +160,12 @@ class ToleranceConfig:
     cosine_min: Optional[float] = 0.999
     # Image (4-D) outputs only.
     psnr_min: Optional[float] = 40.0
+    # Image (4-D) outputs only: the share of elements more than one level off once both are
+    # quantised to 8 bits over the reference's range (an upper bound in [0, 1]).
+    pixels_off_8bit: Optional[float] = None
+    # Outputs with a class axis (axis 1 of 4-D, else the last): the share of positions whose
+    # arg-max agrees (a lower bound in [0, 1]); for probability / logit outputs.
+    argmax_agree_min: Optional[float] = None
 
 
 @dataclass

@@ -15,8 +15,8 @@ Decisions:
   two paths (bisection re-testing the all-low plan) and never pays twice.
 - `worst` names the output and metric closest to (or furthest beyond) its
   bound, as a ratio to the bound where > 1 fails: value/bound for the upper
-  bounds (max_abs, max_rel, abs_p99, rel_p99, rel_l2), (1 - cosine)/(1 -
-  cosine_min), and for PSNR the ratio of the MSE to the MSE the bound
+  bounds (max_abs, max_rel, abs_p99, rel_p99, rel_l2, pixels_off_8bit),
+  (1 - cosine)/(1 - cosine_min) and (1 - argmax_agree)/(1 - argmax_agree_min), and for PSNR the ratio of the MSE to the MSE the bound
   allows, 10**((psnr_min - psnr)/10). The ratio makes
   different metrics comparable, so one number says how close a trial came.
 - Should ONNX Runtime refuse the switched graph (a trtpipe defect: `TrtpipeGraphError`), the
@@ -243,9 +243,9 @@ def bound_ratio(metric: str, value: float, bound: float, upper: bool = True) -> 
     """How much of its allowance a metric uses: <= 1 passes, > 1 fails."""
     if math.isnan(value):
         return math.inf
-    if not upper and metric not in ("cosine", "psnr"):  # another lower bound: bound / value
+    if not upper and metric not in ("cosine", "argmax_agree", "psnr"):  # another lower bound: bound / value
         return math.inf if value <= 0.0 else max(bound, 0.0) / value
-    if metric == "cosine":
+    if metric in ("cosine", "argmax_agree"):  # the disagreement used of the disagreement allowed
         allowed, used = 1.0 - bound, 1.0 - value
     elif metric == "psnr":
         exponent = (bound - value) / 10.0

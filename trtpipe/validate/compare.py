@@ -25,7 +25,10 @@ Decisions:
   (`cosine_min=-1`).
 - A metric that is NaN (undefined) fails any bound set on it (when the NaN
   comes from non-finite candidate values, only those are reported); `psnr_min` on
-  a non-image output (psnr None) is not applicable and is skipped.
+  a non-image output (psnr None) is not applicable and is skipped, and so are
+  `pixels_off_8bit` on a non-image and `argmax_agree_min` on an output without a
+  class axis: a recipe states its criterion for the kinds of output it names
+  and each output is judged by the bounds that apply to its kind.
 - Several iterations are aggregated per metric to the worst value across
   iterations (`worst_metrics`), then judged once: one bad input is enough to
   fail, and the report shows how bad the worst case was.
@@ -65,6 +68,10 @@ class Tolerance:
     rel_l2: float | None = None
     cosine_min: float | None = None
     psnr_min: float | None = None
+    # The users' criteria (metrics.py): share of image elements more than one 8-bit level off
+    # (upper bound), share of positions whose arg-max class agrees (lower bound).
+    pixels_off_8bit: float | None = None
+    argmax_agree_min: float | None = None
 
     def overridden_by(self, override: "Tolerance") -> "Tolerance":
         """This tolerance with every bound `override` sets replaced."""
@@ -120,6 +127,8 @@ BOUNDS = (
     ("rel_l2", "rel_l2", True),
     ("cosine", "cosine_min", False),
     ("psnr", "psnr_min", False),
+    ("pixels_off_8bit", "pixels_off_8bit", True),
+    ("argmax_agree", "argmax_agree_min", False),
 )
 
 
