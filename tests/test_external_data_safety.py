@@ -111,6 +111,7 @@ def test_a_data_file_that_is_not_a_regular_file_is_named_as_such(tmp_path, kind)
     ({"offset": "16000"}, "too short"),
     ({"location": "model.onnx"}, "names the model file itself"),
     ({"location": ""}, "names no file (empty location)"),
+    ({"location": "."}, "names the model's folder ('.')"),  # was UnboundLocalError, exit 1 (bench/fuzz)
     ({"location": "sub/../w.bin"}, "outside the model's directory"),
 ])
 def test_corrupt_external_data_fields_are_the_models_error(tmp_path, fields, expected):

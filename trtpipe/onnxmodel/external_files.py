@@ -56,6 +56,9 @@ def checked_data_file(base_dir: Path, location: str, tensor_name: str, model_pat
                         "(ONNX requires a relative path below it, without '..')", REEXPORT)
     base = Path(os.path.abspath(base_dir))
     parts = Path(os.path.normpath(location)).parts
+    if not parts:  # "." or "./": the model's folder itself (found by bench/fuzz, kind fs)
+        raise UserError(f"{where} names the model's folder ({location!r}) as its external data file, "
+                        "not a file in it", REEXPORT)
     current = base
     for index, part in enumerate(parts):
         current = current / part
