@@ -78,11 +78,15 @@ def fuzz(kind: str, cases: int, seed: int, root: Path) -> dict:
     return {"kind": kind, "cases": tried, "defects": defects, "seconds": time.perf_counter() - start}
 
 
-def scenarios(kind: str, cases: int, seed: int, root: Path, only: tuple[str, ...]) -> dict:
+def scenarios(kind: str, cases: int, seed: int, root: Path, only: tuple[str, ...], verbose: bool) -> dict:
     from bench.fuzz import fuzz_scenarios as fs
 
+    def progress(case: dict, defects: list) -> None:  # one line per case: a long run can be read while it runs
+        print(f"    case {case['seed']:>9} {case['mutation']:24} {'defect: ' + str(defects[0])[:200] if defects else 'ok'}",
+              flush=True)
+
     start = time.perf_counter()
-    results = fs.run_cases(kind, cases, seed, root, only)
+    results = fs.run_cases(kind, cases, seed, root, only, progress if verbose else None)
     per: dict[str, list] = {}
     for case, defects in results:
         per.setdefault(case["mutation"], [0, []])
@@ -108,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mutation", action="append", default=[],
                         help="fs/sweep: only these mutations (repeatable; default every one, in turn)")
+    parser.add_argument("--verbose", action="store_true", help="fs/sweep: a line per case as it ends")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in (*KINDS, *SCENARIOS, "all")]
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     try:
         for kind, cases in plan.items():
-            report = (scenarios(kind, cases, args.seed, root, tuple(args.mutation)) if kind in SCENARIOS
+            report = (scenarios(kind, cases, args.seed, root, tuple(args.mutation), args.verbose) if kind in SCENARIOS
                       else fuzz(kind, cases, args.seed, root))
             reports.append(report)
             print(f"{kind:9} cases {report['cases']:6}  defects {len(report['defects']):3}  "
