@@ -82,8 +82,8 @@ def scenarios(kind: str, cases: int, seed: int, root: Path, only: tuple[str, ...
     from bench.fuzz import fuzz_scenarios as fs
 
     def progress(case: dict, defects: list) -> None:  # one line per case: a long run can be read while it runs
-        print(f"    case {case['seed']:>9} {case['mutation']:24} {'defect: ' + str(defects[0])[:200] if defects else 'ok'}",
-              flush=True)
+        verdict = f"defect: {str(defects[0])[:200]}" if defects else "ok"
+        print(f"    case {case['seed']:>9} {case['mutation']:24} {verdict}", flush=True)
 
     start = time.perf_counter()
     results = fs.run_cases(kind, cases, seed, root, only, progress if verbose else None)
@@ -118,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [k for k in kinds if k not in (*KINDS, *SCENARIOS, "all")]
     if unknown:
         parser.error(f"unknown kind(s) {unknown}; choose from all, {', '.join(KINDS + SCENARIOS)}")
+    if args.mutation:
+        from bench.fuzz.fuzz_scenarios import ITEMS
+
+        wrong = [m for m in args.mutation if m not in ITEMS]
+        if wrong:
+            parser.error(f"unknown mutation(s) {wrong}; choose from {', '.join(sorted(ITEMS))}")
     logging.getLogger("trtpipe").addHandler(logging.NullHandler())  # the cases' warnings are expected
     plan = {}
     for kind in kinds:

@@ -53,6 +53,8 @@ ITEMS = {
 
 def cases(kind: str, count: int, seed: int, only: tuple[str, ...] = ()) -> list[dict]:
     names = [m for m in MUTATIONS[kind] if not only or m in only]
+    if not names:
+        return []  # --mutation names only mutations of the other kind
     return [{"kind": kind, "mutation": names[(i + seed) % len(names)], "seed": f"{seed}:{i}"} for i in range(count)]
 
 
