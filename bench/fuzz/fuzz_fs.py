@@ -268,6 +268,20 @@ def data_link_valid(ctx: Context) -> None:
     _data_run(ctx, ctx.outside / "inputs.npz", legit=True)
 
 
+def data_nonfinite(ctx: Context) -> None:
+    """Sample inputs holding NaN or inf (some or all): a user error before the model runs (item 5)."""
+    import numpy as np
+
+    array = np.random.default_rng(ctx.rng.randrange(1000)).standard_normal((2, ctx.model.width)).astype(np.float32)
+    bad = ctx.rng.choice([np.nan, np.inf, -np.inf])
+    if ctx.rng.random() < 0.5:
+        array[:] = bad
+    else:
+        array.flat[ctx.rng.randrange(array.size)] = bad
+    np.savez(ctx.outside / "inputs.npz", x=array)
+    _data_run(ctx, ctx.outside / "inputs.npz", legit=False)
+
+
 # -- run directories and the source (items 3, 6, 7, 8) ---------------------------------------------
 
 def rundir_edit(ctx: Context) -> None:

@@ -24,7 +24,7 @@ OPEN_ON_MAIN = {
     "ext_directory": "items 1, 16",
     "ext_negative_offset": "item 10", "ext_negative_length": "item 10", "ext_short_length": "item 10",
     "ext_not_a_number": "item 10", "ext_location_model": "item 10", "ext_empty_location": "items 10, 16",
-    "data_directory": "item 16", "data_fifo": "item 16", "data_dev_zero": "item 16",
+    "data_directory": "item 16", "data_fifo": "item 16", "data_dev_zero": "item 16", "data_nonfinite": "item 5",
     "rundir_edit": "item 6", "rundir_failed_rerun": "item 7", "perms_private": "item 8", "model_swap": "item 3",
     "cache_stage_link": "item 2", "cache_lock_link": "items 2, 9", "cache_lock_loop": "item 9",
     "cache_memo_link": "items 2, 9", "cache_memo_loop": "item 9", "cache_index_link": "items 2, 9",
