@@ -2,7 +2,8 @@
 real run of the real command with the file system around it mutated, or a real sweep with a
 failing or killed job. Mutations, oracles: bench/fuzz/fuzz_scenarios.py and the modules it names.
 
-OPEN_ON_MAIN lists the mutations whose defects main still has (found by this fuzzer, fixed in
+OPEN_ON_MAIN lists the mutations whose defects main still has (200 fs and 60 sweep cases,
+seeds 1; sweep_sigint gave none in 10 cases, so it is held to 0 like the controls) (found by this fuzzer, fixed in
 the hardfiles/hardruns branches): their defects are reported, not failed on. Every other
 mutation must give 0 defects. After merging a fix, delete its line: the test then holds it.
 """
@@ -30,7 +31,7 @@ OPEN_ON_MAIN = {
     "cache_memo_link": "items 2, 9", "cache_memo_loop": "item 9", "cache_index_link": "items 2, 9",
     "cache_other_user": "item 9", "cache_marker_private": "items 9, 16",
     "sweep_user_error": "item 4", "sweep_basic_user_error": "item 4", "sweep_failed": "item 4",
-    "sweep_killed": "item 12", "sweep_sigint": "item 14", "sweep_relative_cache": "items 4, 15",
+    "sweep_killed": "item 12", "sweep_relative_cache": "items 4, 15",
 }
 
 # One case per mutation of this sample (each issue item, and the controls), seed 0: ~50 s.
