@@ -2,10 +2,11 @@
 real run of the real command with the file system around it mutated, or a real sweep with a
 failing or killed job. Mutations, oracles: bench/fuzz/fuzz_scenarios.py and the modules it names.
 
-OPEN_ON_MAIN lists the mutations whose defects main still has (200 fs and 60 sweep cases,
-seeds 1; sweep_sigint gave none in 10 cases, so it is held to 0 like the controls) (found by this fuzzer, fixed in
-the hardfiles/hardruns branches): their defects are reported, not failed on. Every other
-mutation must give 0 defects. After merging a fix, delete its line: the test then holds it.
+OPEN_ON_MAIN lists the mutations whose defects main still has (found by this fuzzer over 200
+fs and 60 sweep cases, seed 1; fixed in the hardfiles/hardruns branches): their defects are
+reported, not failed on. Every other mutation must give 0 defects (sweep_sigint found none on
+main in 10 cases, so it is held to 0 like the controls). After merging a fix, delete its line:
+the test then holds it.
 """
 
 from __future__ import annotations
