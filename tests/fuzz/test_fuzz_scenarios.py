@@ -39,7 +39,7 @@ OPEN_ON_MAIN = {
 FS_SAMPLE = ("ext_plain", "ext_missing", "ext_past_end", "data_link_valid", "cache_tmp_link", "cache_entry_link",
              "ext_symlink_outside", "ext_fifo", "ext_negative_offset", "cache_lock_loop", "rundir_failed_rerun",
              "perms_private")
-SWEEP_SAMPLE = ("sweep_user_error",)
+SWEEP_SAMPLE = ("sweep_user_error", "sweep_killed")
 
 
 def _unexpected(results) -> list[str]:
