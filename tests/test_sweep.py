@@ -45,3 +45,17 @@ def test_submitit_local_launcher_runs_the_sweep(tmp_path):
     assert run.code == 0, run.stdout + run.stderr
     rows = list(csv.DictReader(open(tmp_path / "sweep" / "summary.csv")))
     assert len(rows) == 2 and {row["validation"] for row in rows} == {"passed"}
+
+
+def test_relative_trtpipe_cache_is_resolved_once_from_the_start_directory(tmp_path):
+    """Issue 22 item 15. Reproduced: with hydra.job.chdir=true each job resolved a relative
+    TRTPIPE_CACHE inside its own run directory (a cold cache per job, none where the user asked)."""
+    run = run_trtpipe(tmp_path, "-m", "stages=[sanitize]", "data.seed=1,2", "hydra.job.chdir=true",
+                      "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweep.dir=sweep",
+                      env={"TRTPIPE_CACHE": "relcache"})
+    assert run.code == 0, run.stdout + run.stderr
+    manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/manifest.json"))]
+    assert [m["config"]["cache"]["dir"] for m in manifests] == [str(tmp_path / "relcache")] * 2
+    assert sorted(m["stages"][0]["status"] for m in manifests) == ["cached", "ran"]
+    assert list((tmp_path / "relcache" / "entries" / "sanitize").iterdir())
+    assert not list((tmp_path / "sweep").glob("*/relcache"))

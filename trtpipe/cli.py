@@ -70,6 +70,7 @@ def _main() -> None:
 
             print(version_text() if "--version" in argv else help_text())
             sys.exit(EXIT_OK)
+        from trtpipe.cache.cache_home import pin_cache_env
         from trtpipe.config.completion import completion_output
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
@@ -80,6 +81,7 @@ def _main() -> None:
         config_dir = conf_dir()
         preflight(config_dir, argv)
         snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
+        pin_cache_env(Path.cwd())  # a relative TRTPIPE_CACHE: from here, not from each job's directory
         with completion_output(argv):  # shell completion offers +recipe=, not recipe= (config/completion.py)
             code = _run_hydra(config_dir, switches)
         sys.exit(code)
