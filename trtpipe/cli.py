@@ -200,8 +200,12 @@ def _run_sweep(run) -> None:
 
     try:
         run()
-    except (KeyboardInterrupt, OSError, ValueError, HydraException, OmegaConfBaseException):
-        finish()  # then reported as before: interrupted, or the run directory's / config's error
+        if SweepSummary.last_signal is not None:  # the signal came, but every job had ended by itself
+            print(f"trtpipe: interrupted; every job's status: {SweepSummary.last_summary}", file=sys.stderr)
+    except (KeyboardInterrupt, SystemExit, OSError, ValueError, HydraException, OmegaConfBaseException):
+        # Then reported as before: interrupted (a job's SystemExit(130) in this process: the basic
+        # launcher), or the run directory's or config's error.
+        finish()
         raise
     except Exception as error:
         if SweepSummary.sweep_dir is None:  # no sweep under way

@@ -44,6 +44,9 @@ class SweepSummary(Callback):
     # The sweep under way in this (launching) process and its job list (None: not known in advance).
     sweep_dir: Path | None = None
     expected: list[list[str]] | None = None
+    # The signal that interrupted the last sweep (None: it was not), and its summary.md.
+    last_signal: int | None = None
+    last_summary: Path | None = None
 
     def on_multirun_start(self, config, **kwargs) -> None:
         SweepSummary.sweep_dir = Path(config.hydra.sweep.dir).absolute()
@@ -60,7 +63,9 @@ def finish(launcher_error: BaseException | None = None) -> Path | None:
     if root is None:
         return None
     rows = sweep_rows(root, SweepSummary.expected, launcher_error)
-    SweepSummary.last_exit_code = max((row["_exit"] for row in rows), default=0)
+    signum = interrupted_by(root)  # a signal the jobs missed (all had finished) still ends the sweep 128 + N
+    SweepSummary.last_signal = signum
+    SweepSummary.last_exit_code = max([*(row["_exit"] for row in rows), 128 + signum if signum else 0])
     try:
         write_summary(root, rows)
     except OSError as error:  # the exit code still counts every job
@@ -68,7 +73,8 @@ def finish(launcher_error: BaseException | None = None) -> Path | None:
         return None
     if not SweepSummary.quiet:
         log.info("sweep summary (%d jobs): %s\n%s", len(rows), root / "summary.md", markdown(rows))
-    return root / "summary.md"
+    SweepSummary.last_summary = root / "summary.md"
+    return SweepSummary.last_summary
 
 
 def _mark_on_signals(sweep_dir: Path) -> None:
