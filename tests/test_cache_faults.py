@@ -89,3 +89,25 @@ def test_another_users_cache_is_a_user_error_naming_the_file(tmp_path):
     line = assert_one_user_error_line(miss, str(cache), "Permission denied", "TRTPIPE_CACHE")
     assert ".lock" in line or "source-digests" in line or "index" in line, line
     assert json.loads((cache / "TRTPIPE_CACHE.json").read_text())["tool"] == "trtpipe"
+
+
+def test_a_shared_cache_locks_with_another_users_lock_file(tmp_path):
+    """A team cache (folders writable by all) where another user created the key's lock file
+    (0644): an flock needs no write access, so the run takes the lock through a read-only
+    descriptor and computes the entry (it was `PermissionError ... .lock`, exit 1)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to stand in for a second user")
+    first = run_trtpipe(tmp_path, *SMALL)
+    assert first.code == 0, first.stderr
+    cache = tmp_path / "cache"
+    key = run_trtpipe(tmp_path, *SMALL, "sanitize.toposort=false", cache=tmp_path / "elsewhere",
+                      run_name="key").manifest["stages"][0]["key"]
+    (cache / "locks" / f"{key}.lock").touch(mode=0o644)
+    for path in [cache, *cache.rglob("*")]:
+        os.chown(path, 65534, 65534, follow_symlinks=False)
+        if path.is_dir():
+            path.chmod(0o777)
+    (cache / "locks" / f"{key}.lock").chmod(0o644)
+    run = run_trtpipe(tmp_path, *SMALL, "sanitize.toposort=false", run_name="shared", preexec_fn=_as_another_user)
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.statuses() == {"sanitize": "ran"}

@@ -70,7 +70,7 @@ def held(path: Path, timeout: float, *, purpose: str, stage: str | None = None, 
     path = Path(path)
     with cache_errors_as_user_errors(path, "lock file"):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        fd = _open(path)
     try:
         _acquire(fd, path, timeout, purpose, stage, announce)
         _write_holder(fd, stage)
@@ -81,6 +81,19 @@ def held(path: Path, timeout: float, *, purpose: str, stage: str | None = None, 
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _open(path: Path) -> int:
+    """Read-write (to write the holder's name), else read-only: an flock needs no write access, so
+    a lock file another user of a shared cache created (0644) still locks; the name is then not
+    written."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except PermissionError as denied:
+        try:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:  # not there and not creatable here: the first error says why
+            raise denied from None
 
 
 def _acquire(fd: int, path: Path, timeout: float, purpose: str, stage: str | None, announce: bool) -> None:
@@ -101,8 +114,8 @@ def _acquire(fd: int, path: Path, timeout: float, purpose: str, stage: str | Non
             raise StageFailed(
                 f"{lead}waited {timeout:.0f} s for {holder_text(path)}, {purpose} (lock {path}); "
                 "that process is still running (a lock is released when its holder exits, so it is never "
-                "stale). Fix: let it finish, or stop it, then rerun (the rerun uses its result); "
-                "or raise cache.lock_timeout")
+                "stale). Fix: let it finish, or stop it, then rerun (the rerun uses its result), "
+                f"or wait longer: cache.lock_timeout={max(2 * timeout, 60):.0f}")
         if waited >= next_progress:
             say("%sstill waiting for %s (%.0f s so far)", prefix, holder_text(path), waited)
             next_progress = next(progress)
