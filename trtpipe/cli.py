@@ -149,7 +149,7 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         code, result, reason = run_from_config(cfg, run_dir=run_dir, start_dir=start_dir,
                                                overrides=list(hydra_cfg.overrides.task), before=before)
         if job is not None:  # every job, a user error's too, has its line in the summary
-            job.ended(code, reason)
+            job.ended(code, reason, manifest=result is not None or code > 128)
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
         if switches["json"]:
             print(json.dumps(json_summary(code, run_dir, result)), flush=True)

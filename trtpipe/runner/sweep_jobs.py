@@ -56,8 +56,13 @@ def job_started(sweep_dir: Path, job: int, overrides: list[str], run_dir: Path) 
 
 
 def job_ended(sweep_dir: Path, record: dict, job: int, code: int | None, reason: str | None,
-              status: str | None = None) -> None:
-    status = status or STATUS_OF_CODE.get(code, "failed")
+              status: str | None = None, manifest: bool = False) -> None:
+    """`manifest`: the job wrote its manifest (a stage ran); the summary then reads it (a user
+    error inside a stage is exit 2 with a manifest, status `failed`)."""
+    if status is None and manifest:  # the run's own status, as its manifest says
+        status = "ok" if code == 0 else "interrupted" if code > 128 else "failed"
+    elif status is None:
+        status = STATUS_OF_CODE.get(code, "failed")
     write_record(sweep_dir, job, {**record, "status": status, "exit_code": code,
                                   "reason": one_line(reason) if reason else None})
 
@@ -113,8 +118,8 @@ class SweepJob:
     def sweep_was_interrupted(self) -> bool:
         return interrupted_by(self.sweep_dir) is not None
 
-    def ended(self, code: int, reason: str | None) -> None:
-        job_ended(self.sweep_dir, self.record, self.number, code, reason)
+    def ended(self, code: int, reason: str | None, manifest: bool) -> None:
+        job_ended(self.sweep_dir, self.record, self.number, code, reason, manifest=manifest)
 
 
 def expected_jobs(config) -> list[list[str]] | None:
