@@ -32,3 +32,15 @@ def isolated_default_cache(tmp_path_factory):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+def pytest_collection_modifyitems(config, items):
+    """The fast tier (`pytest -m "not slow"`) leaves out every test of a module that runs the
+    real `trtpipe` command or another Python process (tests/cli_helpers.py, subprocess):
+    those are the end-to-end tests, each paying an interpreter start and a whole run.
+    Decision: marked by what the module does rather than by a list of names, so a new
+    end-to-end test module joins the slow tier without anyone remembering to mark it."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and ("run_trtpipe" in vars(module) or "subprocess" in vars(module)):
+            item.add_marker(pytest.mark.slow)

@@ -1,4 +1,4 @@
-"""bench/encoders.py's width parameter: other widths build a runnable encoder, the default's bytes
+"""bench/common/encoders.py's width parameter: other widths build a runnable encoder, the default's bytes
 and trtpipe's model constants are untouched."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
-from bench.encoders import build_encoder
+from bench.common.encoders import build_encoder
 from trtpipe.models import transformer
 from trtpipe.numerics.reference import ReferenceRunner
 

@@ -1,5 +1,5 @@
-"""The benchmark's noise-aware accuracy verdict (bench/paired_accuracy.py) and issue 16's
-per-model "done when" (bench/done_when.py), on numbers and on real ONNX graphs run by the
+"""The benchmark's noise-aware accuracy verdict (bench/autocast/paired_accuracy.py) and issue 16's
+per-model "done when" (bench/autocast/done_when.py), on numbers and on real ONNX graphs run by the
 emulator."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.done_when import done_when_rows, print_done_when
-from bench.output_facts import kept_float_io, reference_outputs, sample_metrics
-from bench.paired_accuracy import BETTER, SAME, WORSE, paired_ratios, paired_verdict, sign_test_interval
+from bench.autocast.done_when import done_when_rows, print_done_when
+from bench.autocast.output_facts import kept_float_io, reference_outputs, sample_metrics
+from bench.autocast.paired_accuracy import BETTER, SAME, WORSE, paired_ratios, paired_verdict, sign_test_interval
 
 
 def _binomial_below(n: int, k: int) -> float:

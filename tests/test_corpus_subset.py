@@ -3,7 +3,7 @@
 About 30 of ONNX's backend test models, generated from the installed onnx's
 own test cases (no data files needed), each through the corpus' classification
 (sanitize -> upgrade_opset -> precision -> emulated validation, see
-bench/corpus_case.py), in this process. They are chosen to cover every
+bench/corpus/corpus_case.py), in this process. They are chosen to cover every
 outcome and every defect class the full run found and that was fixed; the
 comment on each says which. Expected outcomes are pinned where they are
 trtpipe's decision (a rejection and its message); where they depend on
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from bench.corpus_case import classify
-from bench.corpus_data import CaseRef, installed_data_dir, node_cases, write_cases
+from bench.corpus.corpus_case import classify
+from bench.corpus.corpus_data import CaseRef, installed_data_dir, node_cases, write_cases
 
 # name -> (onnx case module, expected outcome or None, a fragment of the message or None)
 SUBSET = {

@@ -1,7 +1,7 @@
 """Models from the wild in the test suite: Silero VAD v6 as faster-whisper ships it, and
 Silero VAD with If subgraphs from silero-vad's own wheel (at the end of this file).
 
-The model (1.2 MB, from a 1.1 MB wheel pinned by sha256 in bench/wild_models.py) has
+The model (1.2 MB, from a 1.1 MB wheel pinned by sha256 in bench/wild/wild_models.py) has
 what the built-in models do not: an ONNX `LSTM` with initial-state graph inputs, a
 dynamic `seq_len` dimension given by dim_param, and a PyTorch 2.8 export at opset 18.
 The real command line runs on it with the default config and the overrides its users
@@ -23,7 +23,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from bench.wild_models import BY_NAME, WildFetchError, fetch
+from bench.wild.wild_models import BY_NAME, WildFetchError, fetch
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = BY_NAME["silero_vad_v6_fw"]
@@ -52,7 +52,7 @@ def run(model_path: Path, tmp_path_factory) -> dict:
 
 
 def test_fetch_verifies_the_pinned_digests(model_path: Path):
-    from bench.wild_models import sha256_of
+    from bench.wild.wild_models import sha256_of
 
     assert sha256_of(model_path) == MODEL.member_sha256
     assert model_path.stat().st_size == MODEL.size

@@ -171,6 +171,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise
         raise config_error(error) from error
+    except BrokenPipeError:  # stdout's reader left (`trtpipe -sc install=bash | head -1`): 141 in main()
+        raise
     except (OSError, ValueError) as error:  # Hydra creating the run directory, .hydra/ or the log file
         before = explicit_snapshot()
         key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(sys.argv[1:]) else "hydra.run.dir"

@@ -1,6 +1,6 @@
 """Mutated ONNX graphs through sanitize -> upgrade_opset -> precision -> validate (issue 13,
 item 12): exit 0, 1 or 2 only, nothing written outside the run directory and the cache,
-and the cache verifies afterwards. Strategy and property: bench/fuzz_graphs.py."""
+and the cache verifies afterwards. Strategy and property: bench/fuzz/fuzz_graphs.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from tests.fuzz.bounded import BOUNDED  # noqa: E402
 
 from hypothesis import given, settings  # noqa: E402  (after the importorskip)
 
-from bench import fuzz_graphs as fg  # noqa: E402
+from bench.fuzz import fuzz_graphs as fg  # noqa: E402
+
+# Whole pipeline runs over many models or trials: the full suite's tier, not the fast one.
+pytestmark = pytest.mark.slow
 
 
 def test_the_base_graph_runs_clean(fresh_dir):

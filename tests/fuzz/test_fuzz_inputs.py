@@ -1,6 +1,6 @@
 """Property-based fuzzing of trtpipe's inputs from outside (issue 13, item 12): malformed
 manifests, planted cache records and config overrides. Strategies and properties live in
-bench/fuzz_cases.py (shared with `python -m bench.fuzz`, which runs them longer)."""
+bench/fuzz/fuzz_cases.py (shared with `python -m bench.fuzz`, which runs them longer)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.fuzz.bounded import BOUNDED  # noqa: E402
 
 from hypothesis import given, settings  # noqa: E402  (after the importorskip)
 
-from bench import fuzz_cases as fc  # noqa: E402
+from bench.fuzz import fuzz_cases as fc  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_the_unmutated_manifest_verifies_identical(base_manifest, fresh_dir):
 
 @pytest.mark.parametrize("key", ["validate.tolerance.max_abs", "data.seed", "sanitize.infer_shapes"])
 def test_a_recorded_interpolation_in_a_typed_field_is_a_user_error(base_manifest, fresh_dir, monkeypatch, key):
-    """Found by bench/fuzz.py: `${oc.env:...}` recorded in a float (int, bool) field ended
+    """Found by bench/fuzz/fuzz.py: `${oc.env:...}` recorded in a float (int, bool) field ended
     trtpipe-verify with an InterpolationValidationError traceback instead of exit 2."""
     from trtpipe.errors import UserError
     from trtpipe.verify import verify
@@ -126,7 +126,7 @@ def test_config_overrides_end_in_success_or_a_user_error(fresh_dir):
                                        ["data.inputs={x:{y:[]}}"], ["model.builtin=[1]"],
                                        ["validate.tolerance.rel_l2=${nope}"], ["precision.default=${nope}"]])
 def test_known_bad_overrides_are_user_errors(overrides):
-    """The `${nope}` cases were found by bench/fuzz.py: an unresolvable interpolation in a value
+    """The `${nope}` cases were found by bench/fuzz/fuzz.py: an unresolvable interpolation in a value
     check_config reads ended `trtpipe.api.compose` with an InterpolationKeyError."""
     from trtpipe.api import compose
     from trtpipe.config.check import check_config

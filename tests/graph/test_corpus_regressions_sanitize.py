@@ -1,4 +1,4 @@
-"""Defects the corpus run (bench/corpus.py) found in the graph passes, each pinned by a small graph."""
+"""Defects the corpus run (bench/corpus/corpus.py) found in the graph passes, each pinned by a small graph."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from bench.corpus_data import node_cases
+from bench.corpus.corpus_data import node_cases
 from tests.graph import graphs
 from trtpipe.errors import UserError
 from trtpipe.onnxmodel.onnx_io import save_model

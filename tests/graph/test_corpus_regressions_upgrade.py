@@ -1,4 +1,4 @@
-"""upgrade_opset defects the corpus run (bench/corpus.py) found, each pinned by a small graph."""
+"""upgrade_opset defects the corpus run (bench/corpus/corpus.py) found, each pinned by a small graph."""
 
 from __future__ import annotations
 

@@ -150,7 +150,7 @@ def _polygraphy_pass(model):
 
 
 def _encoder() -> onnx.ModelProto:
-    from bench.encoders import build_encoder
+    from bench.common.encoders import build_encoder
 
     return build_encoder(2)
 
@@ -248,7 +248,7 @@ def test_a_defect_in_the_shape_folding_is_a_warning_not_a_quiet_fallback(caplog,
 def test_a_crash_of_the_fast_path_fails_the_differential_check(tmp_path, monkeypatch):
     import argparse
 
-    from bench import same_output
+    from bench.same_output import same_output
 
     case = tmp_path / "inputs" / "sanitize" / "shapes"
     case.mkdir(parents=True)

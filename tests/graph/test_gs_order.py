@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from bench.same_output_cases import shuffled
+from bench.same_output.same_output_cases import shuffled
 from tests.graph import graphs
 from trtpipe.graph import sanitize as sanitize_module
 from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted

@@ -1,4 +1,4 @@
-"""fuse_layernorms on the forms tf2onnx, jax2tf and hand-written exports use: structure, numerics, refusals."""
+"""fuse_layernorms on the forms tf2onnx, jax2tf, torch and hand-written exports use: structure, numerics, refusals."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import onnx
 import pytest
 
 from tests.graph import graphs
-from tests.graph.layernorm_forms import FORMS, SHAPE, layernorm_form, offset_input, reference_layernorm
+from tests.graph.layernorm_forms import (FORMS, SHAPE, layernorm_form, offset_input, reference_layernorm,
+                                         reference_unbiased_std, unbiased_std_form)
 from trtpipe.graph.layernorm.layernorm_fusion import fuse_layernorms
+from trtpipe.graph.upgrade import upgrade_model
 
 
 
@@ -95,3 +97,73 @@ def test_jax2tf_form_dividing_by_n_minus_1_is_refused_with_the_reason():
     anchor = next(n.name for n in model.graph.node if n.output[0] == "mean")  # E[x], broadcast back
     assert report["refused"] == [{"anchor": anchor,
                                   "reason": "'one_over_n' is not the constant 1/16 that makes a sum a mean"}]
+
+
+def _upgraded(tmp_path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """The upgrade_opset pass on a file, as the stage runs it."""
+    source, target = tmp_path / "source.onnx", tmp_path / "upgraded.onnx"
+    onnx.save(model, str(source))
+    report = upgrade_model(source, target, target_opset=17)
+    return onnx.load(str(target)), report
+
+
+def test_tf2onnx_global_average_pool_layernorm_is_fused_by_the_upgrade(tmp_path):
+    # Keras LayerNormalization of [B, T, C] through tf2onnx at opset 17: both means are GlobalAveragePool.
+    model = layernorm_form("gap_centred_mul", "keras")
+    upgraded, report = _upgraded(tmp_path, model)
+    assert [n.op_type for n in upgraded.graph.node] == ["LayerNormalization", "MatMul"], report
+    fused = next(n for n in upgraded.graph.node if n.op_type == "LayerNormalization")
+    assert onnx.helper.get_attribute_value(fused.attribute[0]) == -1  # axis: [2, 3) of a rank-3 x
+    x = graphs.random_input(SHAPE)
+    np.testing.assert_allclose(_outputs(upgraded, x), _outputs(model, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_outputs(upgraded, x), reference_layernorm(model, x), rtol=1e-4, atol=1e-4)
+
+
+def test_spatial_global_average_pool_norm_is_fused_over_h_and_w_with_the_channel_affine_left():
+    # An instance norm's means over H, W of NCHW (tf2onnx: a Transpose pushed through ReduceMean [1, 2] of
+    # NHWC gives axes [2, 3], a GlobalAveragePool): LayerNormalization over the trailing H, W (axis -2) is
+    # the same math; gamma/beta per channel ([C, 1, 1]) are not of the normalised dims, so they stay Mul/Add.
+    shape = (2, 4, 5, 6)
+    model = layernorm_form("gap_centred_mul", "reciprocal", shape=shape, gamma_shape=(4, 1, 1))
+    fused, report = fuse_layernorms(model)
+    assert [n.op_type for n in fused.graph.node] == ["LayerNormalization", "Mul", "Add", "MatMul"]
+    (entry,) = report["fused"]
+    assert entry["axis"] == -2 and not entry["affine"] and "gamma shape [4, 1, 1]" in entry["note"]
+    onnx.checker.check_model(fused, full_check=True)
+    x = graphs.random_input(shape)
+    np.testing.assert_allclose(_outputs(fused, x), _outputs(model, x), rtol=1e-5, atol=1e-5)
+
+
+def test_spatial_keras_form_with_a_channel_affine_is_refused_with_the_reason():
+    # Keras' x * inv + (beta - mean * inv) folds gamma into inv: no affine-free sub-form to fuse.
+    model = layernorm_form("gap_centred_mul", "keras", shape=(2, 4, 5, 6), gamma_shape=(4, 1, 1))
+    result, report = fuse_layernorms(model)
+    assert result is model and report["fused"] == []
+    assert report["refused"] == [{"anchor": "/ln/GlobalAveragePool_0",
+                                  "reason": "gamma shape [4, 1, 1] does not match the normalised dims [5, 6]"}]
+
+
+def test_global_average_pool_of_unknown_rank_is_refused_with_the_reason():
+    model = layernorm_form("gap_centred_pow", "div")
+    model.graph.input[0].type.tensor_type.ClearField("shape")  # rank unknown: [2, rank) cannot be written
+    result, report = fuse_layernorms(model)
+    assert result is model and report["fused"] == []
+    assert report["refused"] == [{"anchor": "/ln/GlobalAveragePool_0",
+                                  "reason": "/ln/GlobalAveragePool_0 is a GlobalAveragePool and the rank of "
+                                            "its input is unknown"}]
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_unbiased_std_with_eps_on_the_std_is_left_as_it_is(tmp_path, folded):
+    # gamma * (x - mean) / (std + eps) + beta with torch's unbiased std: not LayerNormalization (eps is
+    # added to the std, the variance is N/(N-1) times larger), so the upgrade must not fuse it.
+    model = unbiased_std_form(folded=folded)
+    upgraded, report = _upgraded(tmp_path, model)
+    assert "LayerNormalization" not in {n.op_type for n in upgraded.graph.node}
+    assert [n.op_type for n in upgraded.graph.node] == [n.op_type for n in model.graph.node]
+    x = graphs.random_input(SHAPE)
+    np.testing.assert_allclose(_outputs(upgraded, x), _outputs(model, x), rtol=0, atol=0)
+    np.testing.assert_allclose(_outputs(upgraded, x), reference_unbiased_std(model, x), rtol=1e-4, atol=1e-4)
+    # what fusing it would compute instead is measurably different
+    biased = reference_layernorm(model, x)
+    assert np.abs(biased - reference_unbiased_std(model, x)).max() > 1e-2

@@ -2,7 +2,7 @@
 onnx-graphsurgeon round trip, byte for byte, and falls back to the round trip where it must.
 
 The wide differential check (built-in models, encoders, the wild corpus, mutated and fuzzed
-graphs) is bench/same_output.py --stage upgrade_opset; these are the real graphs it covers that run in seconds.
+graphs) is bench/same_output/same_output.py --stage upgrade_opset; these are the real graphs it covers that run in seconds.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.same_output_cases import shuffled
+from bench.same_output.same_output_cases import shuffled
 from tests.graph import graphs
-from tests.graph.layernorm_forms import layernorm_form
+from tests.graph.layernorm_forms import layernorm_form, unbiased_std_form
 from trtpipe.graph.layernorm import layernorm_fusion
 from trtpipe.onnxmodel import value_info
 from trtpipe.graph.onnx_gs.gs_export import OutOfScope
@@ -47,6 +47,10 @@ MODELS = {
     "nafnet": lambda: builtin_model("nafnet"),  # LayerNorm2d over channels: refused
     "jax2tf-dynamic": lambda: layernorm_form("jax2tf", "reciprocal_gamma", dynamic=1),
     "keras-opset18": lambda: layernorm_form("centred_mul", "keras", opset=18),
+    "tf2onnx-global-average-pool": lambda: layernorm_form("gap_centred_mul", "keras"),
+    "spatial-global-average-pool": lambda: layernorm_form("gap_centred_mul", "reciprocal", shape=(2, 4, 5, 6),
+                                                          gamma_shape=(4, 1, 1)),
+    "unbiased-std": lambda: unbiased_std_form(),
     "no-affine": lambda: layernorm_form("moments_pow", "rsqrt", affine=False),
     "gamma-leading-ones": lambda: graphs.layernorm_graph(gamma_shape=(1, 1, 8)),
     "mean-also-used": lambda: graphs.layernorm_graph(mean_also_used=True),
@@ -55,7 +59,7 @@ MODELS = {
 }
 
 
-NOT_FUSED = ("t5", "nafnet", "mean-also-used", "layernorm2d")  # RMSNorm, LayerNorm2d, refusals
+NOT_FUSED = ("t5", "nafnet", "mean-also-used", "layernorm2d", "unbiased-std")  # RMSNorm, LayerNorm2d, refusals
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -1,4 +1,4 @@
-"""Sample-input defects the corpus run (bench/corpus.py) found: messages whose fix could not be
+"""Sample-input defects the corpus run (bench/corpus/corpus.py) found: messages whose fix could not be
 followed (sequence inputs, bfloat16/float8/int4 and string arrays in .npz), pinned by small graphs."""
 
 from __future__ import annotations

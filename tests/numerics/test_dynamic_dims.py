@@ -97,10 +97,10 @@ def test_the_network_never_records_a_non_positive_size(form):
 
 
 def test_no_override_is_offered_where_none_would_work():
-    # "x:0" (tf2onnx) cannot be written as a Hydra dict key; an unknown rank has no example to give.
-    for value in (helper.make_tensor_value_info("x:0", TensorProto.FLOAT, [-1, 4]),
+    # "x#0" cannot be written as a Hydra dict key, even escaped; an unknown rank has no example to give.
+    for value in (helper.make_tensor_value_info("x#0", TensorProto.FLOAT, [-1, 4]),
                   helper.make_tensor_value_info("x:0", TensorProto.FLOAT, None)):
-        model = graphs.make_model([helper.make_node("Relu", ["x:0"], ["y"], name="relu")], [value],
+        model = graphs.make_model([helper.make_node("Relu", [value.name], ["y"], name="relu")], [value],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
         with pytest.raises(UserError) as error:
             generate_inputs(model, {}, seed=0, iterations=1)

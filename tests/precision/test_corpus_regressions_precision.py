@@ -1,11 +1,11 @@
-"""Precision defects the corpus run (bench/corpus.py) found, pinned by the corpus model itself
+"""Precision defects the corpus run (bench/corpus/corpus.py) found, pinned by the corpus model itself
 (generated from the installed onnx's test cases)."""
 
 from __future__ import annotations
 
 import onnx
 
-from bench.corpus_data import node_cases
+from bench.corpus.corpus_data import node_cases
 from trtpipe.precision.materialize.materialize import materialize, name_unnamed_nodes
 
 

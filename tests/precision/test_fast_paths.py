@@ -3,7 +3,7 @@
 Each fast path (materialize_reuse.py, the node-types cache, batched_threads.py, the
 reference run reusing the network's shape inference, the reference extremes) is
 compared with the computation it replaces: bytes of models, every decided type,
-every observed value. bench/same_output_precision.py checks the whole stage against main's code
+every observed value. bench/same_output/same_output_precision.py checks the whole stage against main's code
 on the built-in models, the benchmark encoders and the wild corpus.
 """
 

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.graph.layernorm_forms import FORMS, layernorm_form
+from tests.graph.layernorm_forms import FORMS, layernorm_form, unbiased_std_form
 from tests.precision.test_auto_rules import plan
 from trtpipe import api
 
@@ -32,8 +32,60 @@ def test_every_node_of_the_norm_is_in_one_fp32_group(variance, normalise):
     norm = {n: d for n, d in decisions.items() if n != matmul}
     assert all(d.reason.startswith(GROUP) and d.precision == "fp32" for d in norm.values()), norm
     assert len({d.reason for d in norm.values()}) == 1  # one unit, one label
-    form = "moment difference" if variance in ("moments_mul", "moments_pow", "jax2tf") else "centred square"
+    form = "moment difference" if "moments" in variance or variance == "jax2tf" else "centred square"
     assert f"({form})" in next(iter(norm.values())).reason
+
+
+def _one_group(decisions) -> str:
+    """The one label of every node but the MatMul, which stays FP16; all of them FP32."""
+    matmul = next(n for n in decisions if "MatMul" in n)
+    assert decisions[matmul].precision == "fp16"
+    norm = {n: d for n, d in decisions.items() if n != matmul}
+    assert all(d.reason.startswith(GROUP) and d.precision == "fp32" for d in norm.values()), norm
+    (reason,) = {d.reason for d in norm.values()}
+    return reason
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_unbiased_std_with_eps_on_the_std_is_one_group_named_for_what_it_is(folded):
+    # torch's `a_2 * (x - mean) / (x.std(-1) + eps) + b_2`: two means of x, the variance times N/(N-1), eps
+    # added to the std. Not LayerNormalization (never fused), but a normalization all the same.
+    model = unbiased_std_form(folded=folded)
+    if not folded:  # N from Shape(x) as torch writes it: the sanitize stage folds it to a constant first
+        from onnx_graphsurgeon import export_onnx, import_onnx
+        model = export_onnx(import_onnx(model).fold_constants().cleanup())
+    _, decisions = plan(model, auto={"max_abs": None, "constants": "off"})
+    reason = _one_group(decisions)
+    assert "(centred square, unbiased std: variance x N/(N-1), N=16, eps added to the std: not LayerNormalization)" \
+        in reason, reason
+    assert {"/ln/ReduceMean_0", "/ln/ReduceMean_1"} <= set(decisions)  # both means are in it
+
+
+def test_unbiased_variance_under_the_root_is_one_group_too():
+    # (x - mean) / sqrt(x.var(-1) + eps): eps where LayerNormalization has it, the variance N/(N-1) times larger.
+    _, decisions = plan(unbiased_std_form(folded=True, eps_on_std=False), auto={"max_abs": None, "constants": "off"})
+    reason = _one_group(decisions)
+    assert "(centred square, unbiased std: variance x N/(N-1), N=16: not LayerNormalization)" in reason, reason
+
+
+def test_spatial_keras_norm_the_fusion_refuses_is_one_group():
+    # tf2onnx's GlobalAveragePool means over H, W with a per-channel gamma folded into 1/std.
+    model = layernorm_form("gap_centred_mul", "keras", shape=(2, 4, 5, 6), gamma_shape=(4, 1, 1))
+    _, decisions = plan(model, auto={"max_abs": None, "constants": "off"})
+    assert "(centred square) around /ln/GlobalAveragePool_3" in _one_group(decisions)
+
+
+def test_centred_tensor_used_elsewhere_is_not_pulled_into_the_group():
+    # gamma * (x - mean) may join the group before the division; a (x - mean) * 2 that feeds something
+    # else is not the norm's.
+    model = unbiased_std_form(folded=True)
+    model.graph.node.append(helper.make_node("Mul", ["centered", "two"], ["side"], name="side"))
+    model.graph.initializer.append(numpy_helper.from_array(np.array(2.0, np.float32), "two"))
+    model.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, None))
+    _, decisions = plan(model, auto={"max_abs": None, "constants": "off"})
+    assert decisions["side"].precision == "fp16", decisions["side"]
+    scaled = next(n.name for n in model.graph.node if n.output[0] == "scaled")  # gamma * (x - mean) of the norm
+    assert decisions[scaled].reason.startswith(GROUP)
 
 
 def test_a_variance_that_is_not_normalised_by_is_no_group():
@@ -83,10 +135,13 @@ def _validate(workdir, model: onnx.ModelProto, name: str, *overrides: str) -> tu
     return emulated["passed"], emulated["outputs"]["y"]
 
 
+@pytest.mark.slow  # three whole pipeline runs per form
 @pytest.mark.parametrize(("variance", "normalise"), [("jax2tf", "reciprocal_gamma"), ("moments_mul", "keras"),
-                                                     ("centred_mul", "reciprocal")])
+                                                     ("centred_mul", "reciprocal"), ("gap_centred_mul", "keras"),
+                                                     ("unbiased", "std")])
 def test_naive_fp16_fails_and_the_default_and_transformer_recipe_pass(workdir, variance, normalise):
-    model, name = layernorm_form(variance, normalise), f"{variance}_{normalise}"
+    model = unbiased_std_form() if variance == "unbiased" else layernorm_form(variance, normalise)
+    name = f"{variance}_{normalise}"
     passed, naive = _validate(workdir, model, name, "+recipe=naive_fp16")
     assert not passed and (naive["nonfinite"] > 0 or float(naive["cosine"]) < 0.999), naive
     for overrides in ([], ["upgrade_opset=keep_layernorm"], ["+recipe=transformer_fp16"]):

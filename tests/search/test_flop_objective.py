@@ -36,6 +36,9 @@ from trtpipe.search.fp32_set import search_fp32_set
 from trtpipe.search.pareto import error_of, memory_cost
 from trtpipe.validate.compare import Tolerances, compare_candidate
 
+# Whole pipeline runs over many models or trials: the full suite's tier, not the fast one.
+pytestmark = pytest.mark.slow
+
 TOLERANCES = Tolerances.from_mapping({"cosine_min": 0.9999, "max_rel": 0.0025})
 AUTO = {"softmax": True, "island_size": 2}  # transformer_fp16's automatic rules
 

@@ -30,6 +30,9 @@ from trtpipe.validate.compare import Tolerances, compare_candidate
 from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.reference import ReferenceRunner
 
+# Whole pipeline runs over many models or trials: the full suite's tier, not the fast one.
+pytestmark = pytest.mark.slow
+
 TOLERANCES = {
     "transformer": Tolerances.from_mapping(
         {"cosine_min": 0.999},

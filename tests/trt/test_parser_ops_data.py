@@ -1,4 +1,4 @@
-"""The shipped TensorRT parser operator lists, and the script that makes them (bench/parser_ops.py)."""
+"""The shipped TensorRT parser operator lists, and the script that makes them (bench/trt/parser_ops.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bench.parser_ops import document, dumps, parse_operators_md, parse_plugin_readme
+from bench.trt.parser_ops import document, dumps, parse_operators_md, parse_plugin_readme
 from trtpipe.trt.parser.parser_ops import DATA_DIR, load_list, shipped_versions, version_key
 
 # The TensorRT versions trtpipe supports (DESIGN.md): 10.x (10.0 and the last 10.x) and 11.x.
@@ -22,7 +22,7 @@ def test_each_shipped_list_parses_and_names_its_source(version):
     assert table.tensorrt_version == version == source["tensorrt_version_stated"]
     assert source["repository"] == "onnx/onnx-tensorrt" and source["path"] == "docs/operators.md"
     assert re.fullmatch(r"[0-9a-f]{40}", source["commit"]) and re.fullmatch(r"\d{4}-\d\d-\d\d", source["date"])
-    assert source["pinned_by"].startswith("NVIDIA/TensorRT v") and doc["generated_by"] == "python -m bench.parser_ops"
+    assert source["pinned_by"].startswith("NVIDIA/TensorRT v") and doc["generated_by"] == "python -m bench.trt.parser_ops"
     assert table.plugins_source["repository"] == "NVIDIA/TensorRT" and "EfficientNMS_TRT" in table.plugins
     assert len(table.ops) > 150 and all(set(e) == {"supported", "types", "restrictions"} for e in table.ops.values())
     assert table.has_importer("Conv") and table.has_importer("If") and table.has_importer("Loop")

@@ -1,7 +1,7 @@
 """Every TensorRT name trtpipe touches exists in every TensorRT release that can reach it.
 
 The names of each release come from its real bindings wheel (trtpipe/trt/surface/<version>.txt,
-made by `python -m bench.trt_surface`; no network here). What trtpipe touches is read from
+made by `python -m bench.trt.trt_surface`; no network here). What trtpipe touches is read from
 the AST of trtpipe/trt/*.py:
 - `trt.X`, `trt.X.Y`, `getattr(trt, "X")`, `hasattr(trt.X, "Y")` where `trt`/`tensorrt` is the
   module (a parameter or variable of that name, or `import tensorrt`).
@@ -17,7 +17,7 @@ the AST of trtpipe/trt/*.py:
 - Names reached through Polygraphy on trtpipe's behalf (a `CreateConfig` keyword sets a
   builder flag) are listed in VIA_POLYGRAPHY, from Polygraphy's backend/trt/config.py.
 Per class: where NVIDIA/TensorRT publishes the release's binding sources (10.0, 10.8, 10.16,
-11.0; surface/classes/, made by `python -m bench.trt_classes`), a `(Class, member)` use must
+11.0; surface/classes/, made by `python -m bench.trt.trt_classes`), a `(Class, member)` use must
 also be a member of that class or its bases (`engine.get_layer` fails: INetworkDefinition's).
 Every member those files list is in the same release's wheel surface (tested), which ties the
 sources to the binaries. 11.4.0.106 has no open sources and is checked module-wide only.
@@ -110,7 +110,7 @@ def missing_names(uses: list[Use], versions: list[str]) -> list[str]:
 
 
 def class_surface(version: str) -> dict[str, dict] | None:
-    """Class -> {bases, members} from the release's binding sources (bench/trt_classes.py), if open."""
+    """Class -> {bases, members} from the release's binding sources (bench/trt/trt_classes.py), if open."""
     path = CLASSES_DIR / f"{version}.json"
     return json.loads(path.read_text())["classes"] if path.exists() else None
 

@@ -1,4 +1,4 @@
-"""Defects the corpus run (bench/corpus.py) found in validate's runners, each pinned by a small graph."""
+"""Defects the corpus run (bench/corpus/corpus.py) found in validate's runners, each pinned by a small graph."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Decisions:
 - Default: in the user's cache directory, `$XDG_CACHE_HOME/trtpipe/artifacts`, else
   `~/.cache/trtpipe/artifacts` (as pip, ccache and Bazel do). A subfolder, not
   ~/.cache/trtpipe itself: that folder also holds the benchmarks' downloads
-  (bench/wild_models.py `wild/`, bench/corpus_data.py `onnx-*-backend-data/`), and the
+  (bench/wild/wild_models.py `wild/`, bench/corpus/corpus_data.py `onnx-*-backend-data/`), and the
   cache-safety rule rightly refuses a non-empty folder that is not a trtpipe cache. A laptop user gets cache hits from every working
   directory (the old default, `outputs/cache` under the current directory, started
   every new directory cold); a CI job gets one cache per runner user that the CI's own

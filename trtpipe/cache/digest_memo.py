@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from trtpipe.cache.cache_dir import refuse_linked_file
 from trtpipe.cache.files import cache_errors_as_user_errors, write_atomic
 from trtpipe.cache.hashing import artifact_digest, external_data_locations
 from trtpipe.cache.locks import held
@@ -32,6 +33,7 @@ def memoised_digest(path: Path, index_dir: Path) -> str:
     record = {"sidecars": sidecars, "stamps": _stamps(path, sidecars),
               "sha256": artifact_digest(path, locations=sidecars if path.suffix == ".onnx" else None)}
     # An OSError here (full disk, another user's cache, a link loop) is a UserError naming the file.
+    refuse_linked_file(index_dir.parent, index_dir / (_MEMO_FILE + ".lock"))
     with held(index_dir / (_MEMO_FILE + ".lock"), 60, purpose="which is updating the source-digest memo",
               announce=False):
         memo = _read(memo_path)
@@ -52,6 +54,8 @@ def _stamps(path: Path, sidecars: list[str]) -> list[list[int]] | None:
 
 def _read(memo_path: Path) -> dict:
     """The memo; a damaged one (not JSON, not an object) is empty: it only costs a re-hash."""
+    if memo_path.is_symlink():  # never read through a link (write_atomic replaces it)
+        return {}
     try:
         memo = json.loads(memo_path.read_text())
     except (OSError, ValueError):

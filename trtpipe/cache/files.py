@@ -1,10 +1,11 @@
-"""Small file-system primitives: atomic writes, linking, disk errors as user errors."""
+"""Small file-system primitives: atomic writes, private copies, disk errors as user errors."""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
-import shutil
+import stat
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,8 @@ from trtpipe.errors import UserError
 
 # Errors the user fixes on their side (disk full, read-only or forbidden location).
 # EFBIG: a file-size limit (ulimit -f, quota) reached.
+_FICLONE = 0x40049409  # linux/fs.h: share the source's blocks (a reflink)
+_CHUNK_BYTES = 1 << 30
 _USER_FIXABLE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
@@ -30,25 +33,80 @@ def write_atomic(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def link_or_copy(source: Path, target: Path) -> None:
-    """Hard-link (instant, no extra disk) where possible, else copy.
+def copy_file(source: Path, target: Path) -> None:
+    """Copy `source` to a new file `target` with the same permission bits: a reflink where the
+    file system offers one (btrfs, XFS: instant, no extra disk), else a copy in the kernel.
 
-    Decision: the run directory gets its own names for the cached files so that an
-    archived run directory is self-contained; a hard link costs nothing, and a later
-    edit of the linked file is caught by the cache's digest check. Except external
-    data: onnx (1.23) refuses to read an external-data file with more than one hard
-    link (or a symlink), so linking would make the cache entry itself unreadable;
-    those are copied (copy_file_range on Linux: fast, and a reflink where supported).
+    Decision (issue 22, item 6): the run directory's files are the user's, never hard links to
+    the cache's. With a link, editing run1/precision/precision_plan.json in place changed the
+    cache entry and every other run directory's copy (and broke their manifests); a read-only
+    link is no better (an editor may chmod it, or write through it). A copy's bytes are the
+    entry's, so the manifest's digests hold. `target` is replaced, never written through: an
+    older run's hard link (or a symlink) at that name is unlinked first, so nothing it points
+    to changes.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
-    if source.suffix != ".onnx" and source.name.endswith(".data"):
-        shutil.copyfile(source, target)
-        return
+    source_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
+        mode = stat.S_IMODE(os.fstat(source_fd).st_mode)
+        target_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            copy_fd(source_fd, target_fd)
+            os.fchmod(target_fd, mode)  # the permissions follow the source (item 8), whatever the umask
+        finally:
+            os.close(target_fd)
+    finally:
+        os.close(source_fd)
+
+
+def copy_fd(source_fd: int, target_fd: int) -> None:
+    """Copy the whole of `source_fd` into the empty `target_fd`: FICLONE, else copy_file_range, else read/write."""
+    try:
+        fcntl.ioctl(target_fd, _FICLONE, source_fd)
+        return
+    except OSError:  # no reflinks here (ext4, tmpfs, another file system): copy
+        pass
+    size = os.fstat(source_fd).st_size
+    offset = 0
+    while offset < size:
+        try:
+            copied = os.copy_file_range(source_fd, target_fd, min(size - offset, _CHUNK_BYTES), offset)
+        except OSError as error:
+            if error.errno in _USER_FIXABLE_ERRNOS:
+                raise
+            copied = _copy_by_reading(source_fd, target_fd, offset, min(size - offset, _CHUNK_BYTES))
+        if copied == 0:
+            raise OSError(errno.EIO, f"the file ended at byte {offset} of {size} while it was copied")
+        offset += copied
+
+
+def _copy_by_reading(source_fd: int, target_fd: int, offset: int, length: int) -> int:
+    data = os.pread(source_fd, length, offset)
+    os.lseek(target_fd, offset, os.SEEK_SET)
+    os.write(target_fd, data)
+    return len(data)
+
+
+def narrow_modes(out_dir: Path, inputs: list[Path]) -> None:
+    """Take from every file under `out_dir` the read and write bits for group and others that
+    some input file lacks: outputs are never more readable than what they are made of.
+
+    Decision (issue 22, item 8): a model kept 0600 (its weights are confidential) was
+    written to the cache and the run directory as 0644 (the umask's default); the weights,
+    cast or not, are in those files. An input that cannot be stat'ed narrows nothing."""
+    allowed = 0o077
+    for path in inputs:
+        try:
+            allowed &= os.stat(path).st_mode
+        except OSError:
+            continue
+    taken = 0o077 & ~allowed
+    if not taken:
+        return
+    for path in Path(out_dir).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, stat.S_IMODE(path.stat().st_mode) & ~taken)
 
 
 @contextmanager

@@ -27,7 +27,7 @@ def check_config(cfg: DictConfig, overrides: list[str] | None = None) -> None:
         _check_schema(cfg)
     try:
         _check_values(cfg)
-    except OmegaConfBaseException as error:  # e.g. `key=${nope}`: found by bench/fuzz.py
+    except OmegaConfBaseException as error:  # e.g. `key=${nope}`: found by bench/fuzz/fuzz.py
         raise config_error(error) from None
 
 
@@ -114,12 +114,23 @@ def config_error(error: BaseException) -> UserError:
     # The whole message on one line: Hydra's later lines list the available options.
     first_line = " ".join(str(error).split()) or type(error).__name__
     if "Could not find 'recipe/" in str(error):
-        options = _registered_recipes()
-        return UserError(
-            f"config: {first_line}",
-            f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES",
-        )
+        return _unknown_recipe(str(error))
     return UserError(f"config: {first_line}", "check the override's spelling; `trtpipe --cfg job` prints the config")
+
+
+def _unknown_recipe(message: str) -> UserError:
+    """`+recipe=transformer_fp61`: name the recipe, the closest one as a pasteable fix, then the
+    rest; Hydra's config search path is its internals, not the user's problem (issue 24, item 6)."""
+    import re
+
+    asked = (re.search(r"Could not find 'recipe/([^']*)'", message) or [None, "?"])[1]
+    options = _registered_recipes()
+    close = get_close_matches(asked, options, n=1, cutoff=0.5)
+    if close:
+        return UserError(f"there is no recipe '{asked}' (the closest is '{close[0]}')",
+                         f"use +recipe={close[0]} (recipes: {', '.join(options)}; trtpipe --help describes them)")
+    return UserError(f"there is no recipe '{asked}'",
+                     f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES")
 
 
 def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserError:

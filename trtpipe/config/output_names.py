@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from difflib import SequenceMatcher
 
-from trtpipe.config.override_text import dict_key_ok, shell_quoted
+from trtpipe.config.override_text import dict_key, shell_quoted
 from trtpipe.errors import UserError
 
 
@@ -41,12 +41,15 @@ def check_output_names(where: str, configured: Mapping | None, outputs: Sequence
 
 
 def _fix(where: str, name: str, closest: str | None, values) -> str:
+    """Decision: a key path has no escapes, so only an identifier can be removed (`~KEY.NAME`); the
+    closest name is set in Hydra's dict form with its `:` escaped where it is no identifier
+    (tf2onnx's `Identity:0`: `{Identity\\:0:{...}}`, override_text.dict_key)."""
     remove = shell_quoted(f"~{where}.{name}") if name.isidentifier() else None
-    if closest is None or remove is None or not dict_key_ok(closest):
+    key = dict_key(closest) if closest is not None else None
+    if remove is None or key is None:
         return f"remove {where}.{name}, or name one of the outputs listed"
-    spec = "{" + ",".join(f"{key}:{_text(value)}" for key, value in (values or {}).items()) + "}"
-    target = f"{where}.{closest}" if closest.isidentifier() else where
-    setting = f"++{target}={spec}" if closest.isidentifier() else f"++{where}={{{closest}:{spec}}}"
+    spec = "{" + ",".join(f"{field}:{_text(value)}" for field, value in (values or {}).items()) + "}"
+    setting = f"++{where}.{closest}={spec}" if closest.isidentifier() else f"++{where}={{{key}:{spec}}}"
     return f"if you meant {closest!r}, paste {remove} {shell_quoted(setting)}"
 
 

@@ -5,11 +5,15 @@ Decisions:
   since brackets are a glob and `{a,b}` a brace expansion there.
 - Input names come from exporters ("input.1", "x:0", "serving_default_x/0").
   `++data.inputs.NAME.shape=...` only works for a plain identifier (a dot
-  would nest the key); other names go in Hydra's dict form
-  (`++data.inputs={input.1:{shape:[..]}}`, which merges into data.inputs).
-  Whether Hydra's grammar reads a name as a dict key is asked of Hydra's own
-  parser; a name it cannot read ("x:0") has no override, and the caller says
-  so (data.path takes any name).
+  would nest the key, and a key path has no escapes at all); other names go in
+  Hydra's dict form (`++data.inputs={input.1:{shape:[..]}}`, which merges into
+  data.inputs), with the characters Hydra's grammar reads only escaped written
+  with a backslash: `{serving_default_input_2\\:0:{shape:[..]}}` (tf2onnx's
+  `:0`; Hydra's ESC token: `\\ ( ) [ ] { } : = , ` space and tab). The single
+  quotes keep the backslash from the shell. Whether Hydra's grammar reads the
+  text back as exactly the name is asked of Hydra's own parser; a name it cannot
+  read even escaped (a quote, `#`, a non-ASCII letter) has no override, and the
+  caller says so (data.path takes any name).
 - `++`: adds the key or replaces it, so the same text works whether or not the
   user already wrote data.inputs.NAME.
 """
@@ -22,17 +26,24 @@ from collections.abc import Mapping, Sequence
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def dict_key_ok(name: str) -> bool:
-    """True when Hydra's override grammar reads `name` back as this dict key."""
+# The characters Hydra's override grammar reads only escaped (its lexer's ESC token; hydra's
+# `_internal/grammar/utils.py` keeps the same list as `_ESC`).
+_HYDRA_ESCAPED = frozenset("\\()[]{}:=, \t")
+
+
+def dict_key(name: str) -> str | None:
+    """`name` as written in a Hydra dict key (`x:0` -> `x\\:0`), or None when Hydra's grammar
+    cannot read any text back as exactly this key."""
     if _IDENTIFIER.fullmatch(name):
-        return True
+        return name
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    text = "".join("\\" + c if c in _HYDRA_ESCAPED else c for c in name)
     try:
-        parsed = OverridesParser.create().parse_overrides([f"k={{{name}:1}}"])[0].value()
+        parsed = OverridesParser.create().parse_overrides([f"k={{{text}:1}}"])[0].value()
     except Exception:  # Hydra's OverrideParseException and grammar errors
-        return False
-    return isinstance(parsed, dict) and list(parsed) == [name]
+        return None
+    return text if isinstance(parsed, dict) and list(parsed) == [name] else None
 
 
 def _list(values: Sequence[int]) -> str:
@@ -43,8 +54,8 @@ def input_shape_override(name: str, shape: Sequence[int]) -> str | None:
     """The quoted override that sets data.inputs.<name>.shape, or None when no override can name it."""
     if _IDENTIFIER.fullmatch(name):
         return f"'++data.inputs.{name}.shape={_list(shape)}'"
-    if dict_key_ok(name):
-        return f"'++data.inputs={{{name}:{{shape:{_list(shape)}}}}}'"
+    if (key := dict_key(name)) is not None:
+        return f"'++data.inputs={{{key}:{{shape:{_list(shape)}}}}}'"
     return None
 
 
@@ -56,16 +67,17 @@ def input_spec_override(name: str, fields: Mapping[str, object]) -> str | None:
     spec = "{" + ",".join(f"{key}:{text(value)}" for key, value in fields.items()) + "}"
     if _IDENTIFIER.fullmatch(name):
         return f"'++data.inputs.{name}={spec}'"
-    if dict_key_ok(name):
-        return f"'++data.inputs={{{name}:{spec}}}'"
+    if (key := dict_key(name)) is not None:
+        return f"'++data.inputs={{{key}:{spec}}}'"
     return None
 
 
 def profiles_override(shapes: Mapping[str, Sequence[int]]) -> str | None:
     """The quoted `build.profiles` override with min = opt = max = `shapes`, or None (see above)."""
-    if not all(dict_key_ok(name) for name in shapes):
+    keys = {name: dict_key(name) for name in shapes}
+    if None in keys.values():
         return None
-    entries = ",".join(f"{name}:{{min:{_list(s)},opt:{_list(s)},max:{_list(s)}}}" for name, s in shapes.items())
+    entries = ",".join(f"{keys[name]}:{{min:{_list(s)},opt:{_list(s)},max:{_list(s)}}}" for name, s in shapes.items())
     return f"'build.profiles=[{{{entries}}}]'"
 
 

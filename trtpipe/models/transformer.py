@@ -170,7 +170,7 @@ def encoder_graph(layers: int, self_attention: Callable) -> GraphBuilder:
     """Embeddings, `layers` post-LN layers and the pooler, weights drawn in build order.
 
     `self_attention(builder, rng, prefix, x, mask)` builds each layer's attention:
-    this model's, or bench/encoders.py's dynamic-batch one (same weights).
+    this model's, or bench/common/encoders.py's dynamic-batch one (same weights).
     """
     rng = seeded_rng(SEED)
     builder = GraphBuilder()

@@ -1,6 +1,6 @@
 """Element types of sample inputs: what a model input may be fed, and what a file can hold.
 
-Decisions (found by the corpus run, bench/corpus.py, on ONNX's backend models):
+Decisions (found by the corpus run, bench/corpus/corpus.py, on ONNX's backend models):
 - Only tensor inputs can be fed: sample inputs (`data.inputs`, `.npz`,
   Polygraphy JSON) are arrays. A sequence-, optional- or map-typed input is a
   `UserError` naming the input and its type, before anything else is checked

@@ -81,11 +81,14 @@ def generate_inputs(
 
 
 def _remove_entries_fix(unknown: list[str]) -> str:
-    """Pasteable where Hydra can name every entry: `'~data.inputs.NAME'` removes one."""
+    """Pasteable where Hydra can name every entry: `'~data.inputs.NAME'` removes one. A key path has
+    no escapes (`~data.inputs.x:0` does not parse) and a dict override only merges, so an entry named
+    otherwise is removed where it was written."""
     if all(name.isidentifier() for name in unknown):
         return "rename them to inputs of the model, or remove them: " + " ".join(
             f"'~data.inputs.{name}'" for name in unknown)
-    return "rename or remove those entries"
+    return ("rename or remove those entries where they are written (the override or config file naming them; "
+            "no override can delete a key named so)")
 
 
 def _stream(seed: int, iteration: int, name: str) -> np.random.RandomState:
@@ -165,7 +168,7 @@ def dynamic_shape_fix(name: str, declared: list[int | None] | None) -> str:
         return (f"give its full shape in data.inputs.{name}.shape (the model does not declare its rank), "
                 "or give data.path")
     example = input_shape_override(name, input_dims.example_shape(declared))
-    if example is None:  # a name Hydra's override grammar cannot spell ("x:0")
+    if example is None:  # a name Hydra's override grammar cannot spell, even escaped ("x'0", "x#0")
         return "give the sample inputs in data.path (an .npz keyed by input name takes any name)"
     return f"set its sample shape, e.g. {example}, or give build.profiles (profile 0's opt shape is then used)"
 

@@ -1,6 +1,6 @@
 """Give a finished stage's memory back before the next stage starts.
 
-Decision (measured on a 2 GB model, bench/SCALE.md): after the sanitize pass
+Decision (measured on a 2 GB model, bench/scale/SCALE.md): after the sanitize pass
 returned, 7.9 GiB were still resident. `gc.collect()` freed the reference
 cycles (onnx-graphsurgeon graphs are node <-> tensor cycles holding protobuf
 messages) and brought it to 5.9 GiB; glibc's `malloc_trim(0)` returned the

@@ -14,14 +14,14 @@ import json
 from pathlib import Path
 from typing import Mapping
 
-from trtpipe.stages.base import Stage, StageOutcome
+from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 
 
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "9"
+    version = "10"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
@@ -44,8 +44,8 @@ class ValidateAccuracy(Stage):
         from trtpipe.numerics.reference import ReferenceRunner
         from trtpipe.validate.report_table import failure_message, report_table
 
-        reference_model = load_model(inputs["reference"], weights_on_disk=True)
-        candidate_model = load_model(inputs["model"], weights_on_disk=True)
+        reference_model = load_model(inputs["reference"], weights_on_disk=True, hard_links_ok=OWN_INPUTS)
+        candidate_model = load_model(inputs["model"], weights_on_disk=True, hard_links_ok=OWN_INPUTS)
         tolerances = Tolerances.from_mapping(config["tolerance"], config.get("outputs") or {})
         feeds = sample_feeds(reference_model, config["data"])
         outputs = [value.name for value in candidate_model.graph.output]
@@ -70,14 +70,15 @@ class ValidateAccuracy(Stage):
             reference_runs.append(_by_candidate_name(result, outputs, promoted))
         # Each session holds (a mapping of) every weight: one at a time on a large model.
         del reference
-        verdicts, notes, localization = [], [], None
+        verdicts, notes, localization, precisions = [], [], None, {}
         for candidate in config["candidates"]:
             if candidate == "emulated":
                 runner = EmulatedRunner(candidate_model, expose_intermediates=expose)
                 runs = [runner.run(feeds_i) for feeds_i in feeds]
                 if expose:
-                    localization = localize_results(first_reference, runs[0], candidate_model, runner.precisions,
-                                                    threshold=config["localize_threshold"])
+                    precisions = runner.precisions
+                    localization = localize_results(first_reference, runs[0], candidate_model, precisions,
+                                                     threshold=config["localize_threshold"])
                     runs = [{name: run[name] for name in outputs if name in run} for run in runs]
                 del runner
                 verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances,
@@ -103,7 +104,12 @@ class ValidateAccuracy(Stage):
         failed = next((v for v in verdicts if not v.passed), None)
         outputs = {"report": "validation.json"}
         if localization is None and ((failed is not None and config["localize"]) or config["plot"]):
-            localization = _localize(reference_model, candidate_model, feeds[0], config)
+            localization = _localize(reference_model, candidate_model, feeds[0], config)  # amplifiers explained
+        elif localization is not None and failed is not None and config["localize"]:
+            from trtpipe.validate.upstream_origins import explain_amplifiers
+
+            explain_amplifiers(localization.findings(), reference_model, candidate_model, feeds[0], first_reference,
+                               precisions)
         if failed is not None and config["localize"]:
             report["localization"] = localization.to_json()
         if config["plot"]:

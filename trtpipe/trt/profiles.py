@@ -74,8 +74,8 @@ def example_profiles(dynamic: Mapping[str, Sequence]) -> str:
     """A `build.profiles=...` override that fits `dynamic` (every dynamic size 1): it works when pasted."""
     shapes = {name: [d if isinstance(d, int) else 1 for d in dims] for name, dims in dynamic.items()}
     return profiles_override(shapes) or (
-        "build.profiles in a config file (the input names cannot be written on the command line): "
-        + "; ".join(f"{name}: {{min: {s}, opt: {s}, max: {s}}}" for name, s in shapes.items()))
+        "build.profiles in a config file (Hydra's override grammar cannot spell these input names, even "
+        "escaped): " + "; ".join(f"{name}: {{min: {s}, opt: {s}, max: {s}}}" for name, s in shapes.items()))
 
 
 def _checked_spec(where: str, spec, dims: list) -> dict[str, list[int]]:

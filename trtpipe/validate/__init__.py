@@ -3,6 +3,8 @@
 - `compare.py`: tolerances, `judge`, and the aggregation of iterations into one
   verdict per candidate;
 - `localize.py`: the first node whose output goes wrong, by tensor name;
+  `upstream_origins.py`: when that node is FP32, the upstream low-precision nodes whose
+  rounding it amplifies, ranked by measured contribution;
 - `report_table.py`: the console table; `plot.py`: `accuracy.png`.
 
 The runners and metrics themselves live in `trtpipe.numerics` (shared with `precision`).

@@ -47,6 +47,10 @@ Decisions:
   threshold (a rounding error that a later node squares past 65504 enters
   twice: as error, then as inf). A failure is traced through unmatched
   tensors (a failing input of an inserted Cast taints its output).
+- A finding at an FP32 node names an amplifier, not an origin: `localize` adds
+  `amplifies` to it, the nearest upstream low-precision nodes ranked by the
+  error their rounding alone gives it, measured on the reference run
+  (upstream_origins.py), and its reason names the top one.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from trtpipe.numerics.emulator import EmulatedRunner
 from trtpipe.numerics.metrics import json_float
 from trtpipe.numerics.reference import ReferenceRunner
 from trtpipe.precision.auto.masked_additions import NEGATIVE_INF_SAFE
+from trtpipe.validate.upstream_origins import explain_amplifiers
 
 DEFAULT_THRESHOLD = 1e-2
 SCALE_FLOOR = 1e-6
@@ -101,6 +106,12 @@ class Localization:
     first_nonfinite: dict | None = None
     first_above_threshold: dict | None = None
 
+    def findings(self) -> list[dict]:
+        """Every finding dict, each once: the first ones (first, the two kinds), then the origins."""
+        unique = {id(found): found for found in (self.first, self.first_nonfinite, self.first_above_threshold,
+                                                  *self.origins) if found}
+        return list(unique.values())
+
     def to_json(self) -> dict:
         return {
             "first": self.first,
@@ -124,7 +135,9 @@ def localize(
     reference = ReferenceRunner(reference_model, expose_intermediates=True).run(feeds)
     emulated = EmulatedRunner(candidate_model, expose_intermediates=True)
     candidate = emulated.run(feeds)
-    return localize_results(reference, candidate, candidate_model, emulated.precisions, threshold=threshold)
+    found = localize_results(reference, candidate, candidate_model, emulated.precisions, threshold=threshold)
+    explain_amplifiers(found.findings(), reference_model, candidate_model, feeds, reference, emulated.precisions)
+    return found
 
 
 def localize_results(

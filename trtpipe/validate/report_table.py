@@ -1,6 +1,7 @@
 """The console view of `validation.json`: one row per candidate output, then the
 localisation: the first node with non-finite values and the first node above the
-error threshold, each when there is one.
+error threshold, each when there is one; under an FP32 one, the upstream low-precision
+nodes whose rounding it amplifies, ranked (upstream_origins.py).
 
 Decision: a failed validation is told once. The table (stdout) has the numbers, the
 failing bound per output and the localisation; the stage's failure line (stderr,
@@ -12,6 +13,7 @@ failing outputs and the culprit nodes, without repeating the numbers, so that
 from __future__ import annotations
 
 from trtpipe.validate.localize import LARGEST_VALUE
+from trtpipe.validate.upstream_origins import describe as describe_amplifier
 from trtpipe.validate.short_names import unique_short_names
 
 # (metric, heading, width, format). Decision: abs_p99 stays in validation.json only (it has
@@ -69,6 +71,9 @@ def failure_message(report: dict) -> str:
     for title, found in culprits:
         if found:
             message += f"; {title}: {found['node']} ({found['op_type']}, {found.get('precision', '?')})"
+            origin = ((found.get("amplifies") or {}).get("upstream") or [None])[0]
+            if origin:
+                message += f" amplifying {origin['node']} ({origin['op_type']}, {origin['precision']})"
     return message
 
 
@@ -87,6 +92,8 @@ def localization_lines(localization: dict | None) -> list[str]:
         else:
             title = f"first node above the error threshold ({_fmt(localization.get('threshold'), '.2%')})"
         lines.append(f"{title}: {_describe(found)}")
+        if found.get("amplifies"):
+            lines.append(f"  {describe_amplifier(found['amplifies'])}")
     return lines
 
 

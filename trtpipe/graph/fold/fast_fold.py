@@ -49,7 +49,7 @@ Decision: a kept node that graphsurgeon writes back re-made (a doc string, an
 explicitly empty name, an attribute with a doc string or without its value)
 is written re-made (gs_export.exported_node), not refused: the rule the
 LayerNorm fusion already used, now shared. tests/graph/test_fast_fold.py and
-bench/same_output.py compare both paths byte for byte.
+bench/same_output/same_output.py compare both paths byte for byte.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ from trtpipe.onnxmodel.weights_on_disk import is_on_disk
 
 logger = logging.getLogger(__name__)
 
-# Switch for the differential check (bench/same_output.py, tests): False runs Polygraphy's pass only.
+# Switch for the differential check (bench/same_output/same_output.py, tests): False runs Polygraphy's pass only.
 ENABLED = True
 
 # Op types graphsurgeon's folding looks at by name whatever their domain.
@@ -201,7 +201,7 @@ class _Fold(ShapeFolding):
         if infer_shapes:
             # Decision: Polygraphy infers on the whole exported model; value_info.infer_shapes gives the same
             # value_info and output types from a weightless copy (shape inference reads no weight's values),
-            # without serialising the weights twice (bench/same_output.py compares the bytes).
+            # without serialising the weights twice (bench/same_output/same_output.py compares the bytes).
             value_info.infer_shapes(model)
         return model
 

@@ -30,7 +30,7 @@ Decisions:
   round trip writes, without the round trip (0.5 s of 0.85 s at 48 layers); the
   round trip stays for what the ModelProto path does not reproduce (If/Loop/Scan
   bodies, local functions, several producers of a tensor, ...: gs_export.OutOfScope,
-  logged at DEBUG). bench/same_output.py (--stage upgrade_opset) checks the two agree across the corpora.
+  logged at DEBUG). bench/same_output/same_output.py (--stage upgrade_opset) checks the two agree across the corpora.
 - The shape inference before matching and the one with data propagation share one
   weightless copy (value_info.infer_shapes_keeping_weightless): same bytes, one copy less.
 """
@@ -135,7 +135,7 @@ def _fuse_with_graphsurgeon(model: onnx.ModelProto, working: onnx.ModelProto) ->
     """The round trip: import, rewrite gs-style, `cleanup().toposort()`, export."""
     graph = graph_from_model(working)
     accepted, refused, notes = _find_matches(
-        lambda pattern: [node for node in graph.nodes if node.op == pattern.root.op_type],
+        lambda pattern: [node for node in graph.nodes if node.op in pattern.root.op_types],
         {tensor.name for tensor in graph.outputs})
     report: dict = {"fused": [], "refused": refused}
     if not accepted:

@@ -19,6 +19,14 @@ of applying 1/std, with or without the affine part:
 | `reciprocal_gamma`  | (x - E[x]) * (Reciprocal(std) * gamma)    | tf2onnx, jax2tf    |
 | `keras`             | x * inv + (beta - E[x] * inv), inv = Reciprocal(std) * gamma | tf2onnx (`tf.nn.batch_normalization`) |
 
+Every E[.] written as `ReduceMean` may also be a `GlobalAveragePool` (`MEAN_OPS`): tf2onnx's
+GlobalPoolOptimizer (tf2onnx/optimizer/global_pool_optimizer.py) turns each float ReduceMean whose
+`axes` attribute is exactly [2, rank) into a GlobalAveragePool (keepdims=1; keepdims=0 adds a Squeeze,
+which no LayerNorm form has), so a Keras LayerNormalization of a [B, T, C] tensor (axes [2]) exports
+with both of its means as GlobalAveragePool at opset < 18 (at 18 the axes are an input and the
+optimizer leaves the ReduceMean). It averages over [2, rank): trailing axes, kept, like the
+ReduceMean it replaced; the rule (layernorm_rule) reads its axes from x's rank.
+
 Labels the rule relies on: `mean` (E[x], the anchor in reports), every
 `ReduceMean`/`ReduceSum` (its axes are checked), `eps`/`gamma`/`beta`
 parameters, and for jax2tf `inv_n`/`inv_n_2` (must be 1/N) and `RESTORED`
@@ -35,27 +43,29 @@ from __future__ import annotations
 
 from trtpipe.graph.layernorm.pattern import Pattern
 
+MEAN_OPS = ("GlobalAveragePool",)  # alternatives to ReduceMean for E[.] (tf2onnx's GlobalPoolOptimizer)
+
 
 def _centred_pow(op, x, v):
-    mean = op.ReduceMean(x, _label="mean")
+    mean = op.ReduceMean(x, _label="mean", _or=MEAN_OPS)
     centered = op.Sub(x, mean, _label="center")
-    return mean, centered, op.ReduceMean(op.Pow(centered, 2.0, _label="square"), _label="variance")
+    return mean, centered, op.ReduceMean(op.Pow(centered, 2.0, _label="square"), _label="variance", _or=MEAN_OPS)
 
 
 def _centred_mul(op, x, v):
-    mean = op.ReduceMean(x, _label="mean")
+    mean = op.ReduceMean(x, _label="mean", _or=MEAN_OPS)
     centered = op.Sub(x, mean, _label="center")
-    return mean, centered, op.ReduceMean(op.Mul(centered, centered, _label="square"), _label="variance")
+    return mean, centered, op.ReduceMean(op.Mul(centered, centered, _label="square"), _label="variance", _or=MEAN_OPS)
 
 
 def _moments(square: str):
     def variance(op, x, v):
-        mean = op.ReduceMean(x, _label="mean")
+        mean = op.ReduceMean(x, _label="mean", _or=MEAN_OPS)
         if square == "Pow":
             x_squared, mean_squared = op.Pow(x, 2.0, _label="square"), op.Pow(mean, 2.0, _label="square_mean")
         else:
             x_squared, mean_squared = op.Mul(x, x, _label="square"), op.Mul(mean, mean, _label="square_mean")
-        second_moment = op.ReduceMean(x_squared, _label="second_moment")
+        second_moment = op.ReduceMean(x_squared, _label="second_moment", _or=MEAN_OPS)
         return mean, None, op.Sub(second_moment, mean_squared, _label="variance")
 
     return variance

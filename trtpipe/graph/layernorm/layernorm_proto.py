@@ -9,7 +9,7 @@ names, checks them with the same `layernorm_rule.check`, and writes the result w
 value_info order, attributes as graphsurgeon re-makes them).
 
 Decisions:
-- Same result, byte for byte: bench/same_output.py (--stage upgrade_opset) compares the stage output with
+- Same result, byte for byte: bench/same_output/same_output.py (--stage upgrade_opset) compares the stage output with
   main's on the built-in models, the bench encoders, the wild corpus, LayerNorm form
   variants and mutated/fuzzed graphs; tests/graph/test_layernorm_proto.py on a few.
 - `gs_export.OutOfScope` (If/Loop/Scan bodies, local functions, several producers of a
@@ -71,7 +71,8 @@ def candidates(graph: ProtoGraph):
     def roots(pattern: Pattern):
         root = pattern.root
         signature = _signature(root, PREFILTER_DEPTH)
-        picked = sorted(index for (default_domain, producer_ops), indices in grouped(root.op_type).items()
+        picked = sorted(index for op_type in root.op_types
+                        for (default_domain, producer_ops), indices in grouped(op_type).items()
                         if default_domain and _fits(root, producer_ops) for index in indices)
         return [graph.node(index) for index in picked if could_match(root, signature, index)]
     return roots
@@ -79,7 +80,7 @@ def candidates(graph: ProtoGraph):
 
 def _signature(pattern_op: PatternOp, depth: int) -> tuple:
     """What `_could_match` reads of a pattern op: op types and arities `depth` levels up."""
-    return (pattern_op.op_type, len(pattern_op.inputs), depth and tuple(
+    return (pattern_op.op_types, len(pattern_op.inputs), depth and tuple(
         _signature(part, depth - 1) if isinstance(part, PatternOp) else None for part in pattern_op.inputs))
 
 
@@ -99,7 +100,7 @@ def _fits(pattern_op: PatternOp, producer_ops: tuple) -> bool:
     orders = [producer_ops[:arity]]
     if pattern_op.op_type in COMMUTATIVE_OPS and arity == 2:
         orders.append(producer_ops[1::-1])
-    return any(all(not isinstance(part, PatternOp) or part.op_type == op for part, op in zip(pattern_op.inputs, ops))
+    return any(all(not isinstance(part, PatternOp) or op in part.op_types for part, op in zip(pattern_op.inputs, ops))
                for ops in orders)
 
 
@@ -133,7 +134,7 @@ def _attribute(name: str, value: int | float) -> onnx.AttributeProto:
 def _could_match(graph: ProtoGraph, pattern_op: PatternOp, index: int, depth: int) -> bool:
     """Op types (and arity) along the pattern `depth` levels up from node `index`."""
     node = graph.nodes[index]
-    if node.op_type != pattern_op.op_type or node.domain not in DEFAULT_DOMAINS:
+    if node.op_type not in pattern_op.op_types or node.domain not in DEFAULT_DOMAINS:
         return False
     inputs = graph.node_inputs[index]
     arity = len(pattern_op.inputs)

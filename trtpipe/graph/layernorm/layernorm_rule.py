@@ -9,7 +9,9 @@ Decisions in `check`, in the order they are tested:
 - Every intermediate tensor must be used only inside the match and must not be
   a graph output: fusing would remove a value someone else reads.
 - Every ReduceMean (E[x], and the variance or E[x^2]) reduces over exactly
-  the trailing axes, with keepdims=1.
+  the trailing axes, with keepdims=1. A GlobalAveragePool in its place
+  (tf2onnx) averages over [2, rank) and keeps them: trailing by definition,
+  so it needs only x's rank (unknown: refused, the axis cannot be written).
   LayerNorm2d (axis 1 of NCHW, gamma [1,C,1,1]) normalises each pixel over its
   channels; `LayerNormalization` with axis=1 would normalise over C*H*W and
   change the results, so it is refused.
@@ -73,7 +75,8 @@ def fused_parts(found: Match, name: str) -> tuple:
 
 def trailing_axes(found: Match) -> list[int]:
     """The reduction axes as negative numbers (only valid after `check` accepted)."""
-    axes, rank = _reduction_axes(found.nodes[_reductions(found)[0]]), _rank(found.values["x"])
+    rank = _rank(found.values["x"])
+    axes = _reduction_axes(found.nodes[_reductions(found)[0]], rank)
     return _normalised(axes if axes is not None else list(range(rank)), rank)
 
 
@@ -100,7 +103,7 @@ def _axes_problem(found: Match) -> str | None:
     resolved = []
     for label in _reductions(found):
         node = found.nodes[label]
-        axes = _reduction_axes(node)
+        axes = _reduction_axes(node, rank)
         if isinstance(axes, str):
             return axes
         keepdims = int(node.attrs.get("keepdims", 1))
@@ -203,8 +206,13 @@ def _scale_problem(found: Match) -> str | None:
     return None
 
 
-def _reduction_axes(node: gs.Node) -> list[int] | None | str:
-    """Axes of a ReduceMean (attribute, or input at opset 18); None = all; a str = why unknown."""
+def _reduction_axes(node: gs.Node, rank: int | None) -> list[int] | None | str:
+    """Axes of a ReduceMean (attribute, or input at opset 18) or GlobalAveragePool ([2, rank) of x,
+    whose rank the mean's and the variance's inputs share); None = all; a str = why unknown."""
+    if node.op == "GlobalAveragePool":
+        if rank is None or rank < 3:
+            return f"{node.name} is a GlobalAveragePool and the rank of its input is {rank or 'unknown'}"
+        return list(range(2, rank))
     if len(node.inputs) > 1 and node.inputs[1].name:
         value = constant_value(node.inputs[1])
         if value is None:

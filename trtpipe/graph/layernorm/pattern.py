@@ -11,7 +11,9 @@ A pattern is a plain function that spells out the math with a builder `op`:
 onnx-graphsurgeon node (or its `proto_view` counterpart) against the tree, walking from the pattern's root
 towards its inputs. What the matcher decides, and why:
 
-- An op matches a node of the same op type in the default domain; the node
+- An op matches a node of the same op type in the default domain, or of one of
+  its `_or` alternatives (`op.ReduceMean(x, _or=("GlobalAveragePool",))`: the
+  same math written by another op, as tf2onnx writes a mean over [2, rank)); the node
   may have more inputs than the pattern names (ReduceMean's `axes` input at
   opset 18 is read by the rule's `check`, not by the pattern).
 - `Add` and `Mul` are commutative: both input orders are tried.
@@ -56,6 +58,11 @@ class PatternOp:
     op_type: str
     inputs: tuple
     label: str
+    alternatives: tuple[str, ...] = ()  # other op types that compute the same thing here
+
+    @property
+    def op_types(self) -> tuple[str, ...]:
+        return (self.op_type, *self.alternatives)
 
 
 class _Builder:
@@ -65,12 +72,12 @@ class _Builder:
         self.ops: list[PatternOp] = []
 
     def __getattr__(self, op_type: str) -> Callable[..., PatternOp]:
-        def make(*inputs, _label: str | None = None) -> PatternOp:
+        def make(*inputs, _label: str | None = None, _or: tuple[str, ...] = ()) -> PatternOp:
             wrapped = tuple(
                 PatternConstant(float(value)) if isinstance(value, (int, float)) else value
                 for value in inputs
             )
-            pattern_op = PatternOp(op_type, wrapped, _label or f"{op_type}_{len(self.ops)}")
+            pattern_op = PatternOp(op_type, wrapped, _label or f"{op_type}_{len(self.ops)}", tuple(_or))
             self.ops.append(pattern_op)
             return pattern_op
 
@@ -115,7 +122,7 @@ def match(pattern: Pattern, node: gs.Node) -> Match | None:
 def _match_op(pattern_op: PatternOp, node: gs.Node, state: Match) -> bool:
     if pattern_op.label in state.nodes:
         return state.nodes[pattern_op.label] is node
-    if node.op != pattern_op.op_type or (node.domain or "") not in DEFAULT_DOMAINS:
+    if node.op not in pattern_op.op_types or (node.domain or "") not in DEFAULT_DOMAINS:
         return False
     arity = len(pattern_op.inputs)
     if len(node.inputs) < arity:

@@ -20,6 +20,8 @@ Decisions:
   both branches, a growing carried state), it is tried without the If branches
   inside Loop/Scan bodies, then the main graph alone is measured; a warning
   says what was not.
+- The same run records what FP16 storage loses at the bottom of its range (`losses`,
+  underflow.py), for the stored-tensor check.
 - The same run records the shapes every tensor actually has, per iteration,
   and how often its producer ran (`Network.run_shapes`/`run_counts`), for the
   FLOP share (flop_shapes.py).
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtpipe.precision.network.body_values import carrying_body_values
+from trtpipe.precision.auto.underflow import StorageLoss, UnderflowWatch, storage_loss, underflow_watch
 from trtpipe.precision.network.flop_shapes import record_run_shapes
 from trtpipe.precision.network.network import Network
 
@@ -53,11 +56,15 @@ class Observed:
     # Main-graph tensors only (a body value is stacked per iteration, not a node input as such).
     kept: dict[str, list[np.ndarray]] = field(default_factory=dict)
     reached: set[str] = field(default_factory=set)  # body nodes the sample data ran
+    # What FP16 storage loses at the bottom of its range (underflow.py): main-graph tensors that
+    # could lose LOSS_LIMIT or more, and the structural watch (singular readers) they were judged for.
+    losses: dict[str, StorageLoss] = field(default_factory=dict)
+    watch: UnderflowWatch | None = None
 
 
 def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset()) -> Observed:
     """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`)."""
-    observed = Observed()
+    observed = Observed(watch=underflow_watch(net))
     computing = [name for name in net.names if net.computes_float(name)]  # the same for every feed
     for index, values in enumerate(reference_values(net, feeds_list)):
         if index == 0:
@@ -69,6 +76,8 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
                 lowest, highest = _finite_extremes(array)
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
+                if not net.run_levels.get(tensor) and tensor not in net.constants:
+                    _record_loss(observed, tensor, array)
         for name in computing:
             if name in net.parent:
                 if not any(np.asarray(values[t]).size for t in net.float_outputs(name) if t in values):
@@ -82,6 +91,13 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
         log.info("activation range: %d body node(s) without a measured range (not reached by the sample data, "
                  "or not measurable) keep precision.default: %s", len(unreached), ", ".join(unreached[:5]))
     return observed
+
+
+def _record_loss(observed: Observed, tensor: str, array: np.ndarray) -> None:
+    loss = storage_loss(array, observed.watch.functions.get(tensor))
+    if loss is not None:
+        known = observed.losses.get(tensor)
+        observed.losses[tensor] = loss if known is None else known.merge(loss)
 
 
 def node_max_abs(net: Network, observed: Observed) -> dict[str, float]:

@@ -51,6 +51,8 @@ from trtpipe.precision.auto.layernorm_groups import PASSTHROUGH, VARIANCE_FORMS
 from trtpipe.precision.network.network import Network
 
 PROTECT_MODES = ("evidence", "always")
+# Ops a VARIANCE_FORMS anchor can be: E[.] (ReduceMean, tf2onnx's GlobalAveragePool, ReduceSum * or / N), a difference.
+VARIANCE_ANCHORS = frozenset({"Sub", "ReduceMean", "GlobalAveragePool", "Mul", "Div"})
 ROUNDING = 2.0**-11  # FP16's relative rounding error (half an ulp)
 STATISTICS_LIMIT = 2.0**-8
 
@@ -74,7 +76,7 @@ def moment_tensors(net: Network) -> dict[str, Moments]:
             found[name] = Moments("fused", (node.input[0],), axis)
             continue
         for form, statistics in VARIANCE_FORMS.items():
-            stats = statistics(net, name) if node.op_type in ("Sub", "ReduceMean", "Mul", "Div") else None
+            stats = statistics(net, name) if node.op_type in VARIANCE_ANCHORS else None
             mean = stats and next((n for n in stats.mean_nodes if net.op_type(n) not in PASSTHROUGH), None)
             if mean:
                 found[name] = Moments(form, (net.nodes[mean].output[0], node.output[0]))

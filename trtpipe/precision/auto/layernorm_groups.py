@@ -34,6 +34,21 @@ large against the spread (magika: cosine 0.016 when run in FP16), so the whole
 group, statistics included, is kept FP32 as one unit.
 Decision: a group counts only if it reaches a `Sqrt` of the scale and a
 `normalised` tensor; a variance that feeds something else is not a LayerNorm.
+
+Two more forms (issue 21):
+- tf2onnx's `GlobalAveragePool`: its GlobalPoolOptimizer turns a ReduceMean over
+  axes [2, rank) into a GlobalAveragePool (a Keras LayerNormalization of [B, T, C],
+  or an instance norm's spatial mean of NCHW), so `E[t]` is a GlobalAveragePool too.
+- the unbiased std, `gamma * (x - mean) / (std + eps) + beta` with
+  `std = x.std(-1)` (torch's default, Bessel-corrected): torch exports the std's
+  own mean as a second ReduceMean of x next to the user's `x.mean(-1)`
+  (`sibling` means: the same reduction of the same x, role `mean`), scales the
+  variance by N / (N - 1) (constants, role `scale`) and adds eps to the std. gamma
+  may scale the centred tensor before the division: a `centred` tensor times a
+  constant stays `centred` (once), and a `centred` (or sibling-mean) tensor the
+  group does not end up normalising is dropped again. The label says what
+  differs from a LayerNorm (`_std_form`): eps added to the std is not
+  `LayerNormalization` (the fusion never matches it), so it is grouped, not fused.
 """
 
 from __future__ import annotations
@@ -43,14 +58,17 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from trtpipe.onnxmodel.weights_on_disk import tensor_array
 from trtpipe.precision.network.network import Network
 
-ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Reciprocal", "Sqrt", "Max", "Relu"}
+ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Reciprocal", "Sqrt", "Max", "Relu", "Neg"}
 PASSTHROUGH = {"Reshape", "Expand", "Squeeze", "Unsqueeze", "Identity"}
+MEAN_OPS = {"ReduceMean", "GlobalAveragePool"}  # GlobalAveragePool: tf2onnx's mean over [2, rank)
 AFFINE_STEPS = 2  # gamma, then beta
 
-INPUT, MEAN, SCALE, NORMALISED = "input", "mean", "scale", "normalised"
+INPUT, CENTRED, MEAN, SCALE, NORMALISED = "input", "centred", "mean", "scale", "normalised"
 
 
 # --- E[t], t², and the variance forms ------------------------------------------------------
@@ -66,13 +84,14 @@ def _through(net: Network, tensor: str) -> tuple[str, list[str]]:
 
 
 def mean_of(net: Network, tensor: str) -> tuple[str, list[str]] | None:
-    """`tensor` = E[t]: ReduceMean(t), or ReduceSum(t) times / divided by a constant. (t, nodes)."""
+    """`tensor` = E[t]: ReduceMean(t) or GlobalAveragePool(t), or ReduceSum(t) times / divided by a
+    constant. (t, nodes)."""
     tensor, nodes = _through(net, tensor)
     producer = net.producer.get(tensor)
     if producer is None:
         return None
     node = net.nodes[producer]
-    if node.op_type == "ReduceMean":
+    if node.op_type in MEAN_OPS:
         return node.input[0], nodes + [producer]
     if node.op_type in ("Mul", "Div") and len(node.input) == 2:
         operands = node.input if node.op_type == "Mul" else node.input[:1]
@@ -154,7 +173,7 @@ def layernorm_group(net: Network, anchor: str) -> tuple[list[str], str] | None:
         found = statistics(net, anchor)
         members = found and _close(net, found, anchor)
         if members:
-            return members, form
+            return members, form + _std_form(net, found, anchor, members)
     return None
 
 
@@ -163,10 +182,14 @@ def _close(net: Network, found: Statistics, variance: str) -> list[str]:
     affine: dict[str, int] = {}  # normalised tensor -> affine steps already taken
     for name in found.mean_nodes:
         roles[net.nodes[name].output[0]] = MEAN
+    siblings = _sibling_means(net, found)
+    for name in siblings:
+        roles[net.nodes[name].output[0]] = MEAN
     if found.centred:
-        roles[found.centred] = INPUT
+        roles[found.centred] = CENTRED
     roles[net.nodes[variance].output[0]] = SCALE
-    members = dict.fromkeys(found.mean_nodes + found.variance_nodes)
+    statistics = found.mean_nodes + found.variance_nodes
+    members = dict.fromkeys(statistics)
     # Decision: walk forward from the statistics through the consumers, in topological order (a
     # consumer is judged after everything it reads), not over every node of the network: one scan
     # per LayerNorm made grouping quadratic (2.3 s for a 96-layer encoder).
@@ -184,12 +207,103 @@ def _close(net: Network, found: Statistics, variance: str) -> list[str]:
         members[name] = None
         output = net.nodes[name].output[0]
         roles[output] = role
-        if role == NORMALISED:
+        if role in (NORMALISED, CENTRED):
             affine[output] = steps
         for consumer in net.consumers.get(output, ()):
             heapq.heappush(frontier, (net.position[consumer], consumer))
     has_sqrt = any(net.op_type(n) == "Sqrt" for n in members)
-    return list(members) if has_sqrt and NORMALISED in roles.values() else []
+    if not (has_sqrt and NORMALISED in roles.values()):
+        return []
+    return _without_loose_ends(net, list(members), set(statistics), roles, siblings)
+
+
+def _sibling_means(net: Network, found: Statistics) -> list[str]:
+    """Other reductions of x identical to the statistics' E[x] (op, axes, attributes): torch's
+    `x.std(-1)` computes its own mean next to the user's `x.mean(-1)`."""
+    mean = next((n for n in reversed(found.mean_nodes) if net.op_type(n) in MEAN_OPS), None)
+    if mean is None:
+        return []
+    like = net.nodes[mean]
+    return [c for c in net.consumers.get(found.x, ()) if c not in found.mean_nodes and c in net.nodes
+            and _same_reduction(net, net.nodes[c], like)]
+
+
+def _same_reduction(net: Network, node, like) -> bool:
+    if node.op_type != like.op_type or len(node.input) != len(like.input) or node.input[0] != like.input[0]:
+        return False
+    for mine, theirs in zip(node.input[1:], like.input[1:]):  # ReduceMean's axes input (opset 18)
+        if mine != theirs and not (mine in net.constants and theirs in net.constants and
+                                   tensor_array(net.constants[mine]).tolist()
+                                   == tensor_array(net.constants[theirs]).tolist()):
+            return False
+    return _attributes(node) == _attributes(like)
+
+
+def _attributes(node) -> list[bytes]:
+    return sorted(attribute.SerializeToString() for attribute in node.attribute)
+
+
+def _without_loose_ends(net: Network, members: list[str], statistics: set[str], roles: dict[str, str],
+                        siblings: list[str]) -> list[str]:
+    """Drop walked `centred`/`mean` nodes nothing in the group reads (x - E[x] used elsewhere, a
+    sibling mean's own centring); add the sibling means the group does read."""
+    kept = set(members)
+    changed = True
+    while changed:
+        changed = False
+        for name in list(kept - statistics):
+            output = net.nodes[name].output[0]
+            if roles.get(output) in (CENTRED, MEAN) and not any(c in kept for c in net.consumers.get(output, ())):
+                kept.discard(name)
+                changed = True
+    read = {t for name in kept for t in net.nodes[name].input}
+    used_siblings = [name for name in siblings if net.nodes[name].output[0] in read]
+    return used_siblings + [name for name in members if name in kept]
+
+
+def _std_form(net: Network, found: Statistics, variance: str, members: list[str]) -> str:
+    """What this group's std is, where it is not LayerNormalization's sqrt(Var + eps): the variance
+    scaled by a constant before the Sqrt (N / (N - 1): the unbiased std), eps added to the std."""
+    inside = set(members)
+    factor, tensor = 1.0, net.nodes[variance].output[0]
+    sqrt = None
+    while True:
+        users = [c for c in net.consumers.get(tensor, ()) if c in inside]
+        if len(users) != 1:
+            break
+        node = net.nodes[users[0]]
+        if node.op_type == "Sqrt":
+            sqrt = node
+            break
+        other = [t for t in node.input if t != tensor]
+        value = tensor_array(net.constants[other[0]]) if len(other) == 1 and other[0] in net.constants else None
+        if value is None or value.size != 1:
+            break
+        if node.op_type == "Mul":
+            factor *= float(value.ravel()[0])
+        elif node.op_type == "Div" and node.input[0] == tensor:
+            factor /= float(value.ravel()[0])
+        elif node.op_type != "Add":  # + eps inside the Sqrt, as LayerNormalization has it
+            break
+        tensor = node.output[0]
+    parts = []
+    count = _reduced_count(net, found)
+    if count and count > 1 and np.isclose(factor, count / (count - 1), rtol=1e-6):
+        parts.append(f"unbiased std: variance x N/(N-1), N={count}")
+    elif not np.isclose(factor, 1.0, rtol=1e-6):
+        parts.append(f"variance x {factor:.6g}")
+    if sqrt is not None and any(net.op_type(c) == "Add" and c in inside for c in net.consumers.get(sqrt.output[0], ())):
+        parts.append("eps added to the std")
+    return "".join(f", {part}" for part in parts) + (": not LayerNormalization" if parts else "")
+
+
+def _reduced_count(net: Network, found: Statistics) -> int | None:
+    """N, the number of elements each mean averages: |x| / |E[x]| from static shapes, else None."""
+    mean = next((n for n in reversed(found.mean_nodes) if net.op_type(n) in MEAN_OPS), None)
+    shapes = [net.tensor_shapes.get(t) for t in (found.x, mean and net.nodes[mean].output[0])]
+    if any(shape is None or not all(isinstance(d, int) and d > 0 for d in shape) for shape in shapes):
+        return None
+    return int(np.prod(shapes[0])) // max(1, int(np.prod(shapes[1])))
 
 
 def _candidate(net: Network, name: str, roles: dict[str, str]) -> bool:
@@ -210,15 +324,18 @@ def _role(net: Network, name: str, roles: dict[str, str], affine: dict[str, int]
         return (None, 0) if role == NORMALISED else (role, 0)
     seen = [roles[t] for t in node.input if t in roles]
     kinds = set(seen)
-    if seen.count(INPUT) + seen.count(NORMALISED) > 1 or kinds == {INPUT}:
+    if seen.count(INPUT) + seen.count(CENTRED) + seen.count(NORMALISED) > 1 or kinds == {INPUT}:
         return None, 0  # x * x is the variance's business; x alone with a constant is not the norm
     if kinds <= {MEAN}:
         return MEAN, 0
     if kinds <= {MEAN, SCALE}:
         return SCALE, 0
     if kinds == {INPUT, MEAN}:
-        return INPUT, 0
-    if kinds == {INPUT, SCALE} or kinds == {NORMALISED, SCALE}:
+        return CENTRED, 0
+    if kinds == {CENTRED}:  # gamma * (x - E[x]) before the division by the std, once
+        scaled = any(affine.get(t, 0) for t in node.input if roles.get(t) == CENTRED)
+        return (CENTRED, 1) if node.op_type in ("Mul", "Div") and not scaled else (None, 0)
+    if kinds in ({INPUT, SCALE}, {CENTRED, SCALE}, {NORMALISED, SCALE}):
         return NORMALISED, 0
     if kinds == {NORMALISED}:
         steps = 1 + max(affine.get(t, 0) for t in node.input if roles.get(t) == NORMALISED)

@@ -8,7 +8,8 @@ GroupNormalization / InstanceNormalization nodes, decomposed LayerNorm
 any axes (so NAFNet's channel-wise LayerNorm2d too) and the forms other exporters
 write (E[x^2] - E[x]^2, ReduceSum / N, Rsqrt as Sqrt + Reciprocal, Keras'
 `x * inv + (beta - mean * inv)`: layernorm_groups.py), decomposed RMSNorm
-(Pow → ReduceMean → Add → Sqrt → Div|Reciprocal [→ Mul]), and Softmax.
+(Pow → ReduceMean → Add → Sqrt → Div|Reciprocal [→ Mul]), and Softmax; a ReduceMean may be
+tf2onnx's GlobalAveragePool (a mean over [2, rank), layernorm_groups.MEAN_OPS).
 
 Decision: in the reciprocal form `x * rsqrt(mean(x²) + eps)` (T5's RMSNorm, which
 torch exports as `Div(1, Sqrt(.))` then `Mul(x, .)`), the `Mul` that applies
@@ -22,7 +23,7 @@ is pulled in.
 from __future__ import annotations
 
 from trtpipe.onnxmodel.weights_on_disk import tensor_array
-from trtpipe.precision.auto.layernorm_groups import layernorm_group
+from trtpipe.precision.auto.layernorm_groups import MEAN_OPS, layernorm_group
 from trtpipe.precision.network.network import Network
 
 FUSED_NORMS = {"LayerNormalization", "RMSNormalization", "GroupNormalization", "InstanceNormalization",
@@ -78,7 +79,7 @@ def _decomposed_group(net: Network, square: str) -> tuple[list[str], str]:
     kind = "RMSNorm"
     if centre and net.op_type(centre) == "Sub":
         mean = net.producer.get(net.nodes[centre].input[1])
-        if mean and net.op_type(mean) == "ReduceMean":
+        if mean and net.op_type(mean) in MEAN_OPS:
             members = [mean, centre, square]
             kind = "LayerNorm"
     chain = _follow(net, net.nodes[square].output[0], ["ReduceMean", "Add", "Sqrt"])
@@ -122,7 +123,7 @@ def _follow(net: Network, tensor: str, ops: list[str]) -> list[str]:
     chain = []
     for op in ops:
         nxt = _single_consumer(net, tensor)
-        if nxt is None or net.op_type(nxt) != op:
+        if nxt is None or not (net.op_type(nxt) == op or (op == "ReduceMean" and net.op_type(nxt) in MEAN_OPS)):
             break
         chain.append(nxt)
         tensor = net.nodes[nxt].output[0]

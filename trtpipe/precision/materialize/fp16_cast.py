@@ -1,7 +1,7 @@
 """float32 -> float16 for large weights, through ONNX Runtime's Cast kernel.
 
 Decision: NumPy converts float32 to float16 one element at a time (~1 GB/s
-here, 4 s for the 2.7 GB encoder of bench/scale.py); ONNX Runtime's Cast uses
+here, 4 s for the 2.7 GB encoder of bench/scale/scale.py); ONNX Runtime's Cast uses
 the CPU's F16C instructions and is 5x faster. Both round to nearest, ties to
 even, keep infinities and subnormals, and give bit-identical results
 (tests/precision/test_fp16_cast.py); a NaN stays a NaN (its payload bits may

@@ -3,7 +3,7 @@
 Each `onnx_parser_ops/<version>.json` is onnx-tensorrt's `docs/operators.md` (operator, Y/N,
 supported types, restrictions) at the commit NVIDIA/TensorRT pins for that release, plus
 the plugin names of that release's `libnvinfer_plugin` (NVIDIA/TensorRT `plugin/README.md`).
-`python -m bench.parser_ops` regenerates them; each file's `source` says where it came from.
+`python -m bench.trt.parser_ops` regenerates them; each file's `source` says where it came from.
 
 Decisions:
 - Nothing here imports `tensorrt`: the check runs on machines without it, before a build.

@@ -1,1 +1,1 @@
-"""Data only: the Python API names of real TensorRT releases (made by `python -m bench.trt_surface`)."""
+"""Data only: the Python API names of real TensorRT releases (made by `python -m bench.trt.trt_surface`)."""

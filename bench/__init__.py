@@ -1,0 +1,1 @@
+"""Benchmarks, one folder per family (README.md lists them and their commands)."""

@@ -1,0 +1,2 @@
+"""The ONNX backend test corpus through every stage. `python -m bench.corpus`.
+"""

@@ -1,0 +1,95 @@
+"""Front-door benchmark (issue 14, item 17): what `trtpipe` costs before any stage works.
+
+    cd /work/main && python -m bench.front_door                 # ~15 s
+    python -m bench.front_door --repeat 9                       # more runs per command
+    python -m bench.front_door --code /path/to/other/checkout   # the same on another version
+
+Measures, side by side and interleaved (round robin, so a busy machine slows all alike),
+each command in a fresh subprocess from spawn to exit (interpreter start and imports
+included: a user pays them):
+
+  floor       python -c "import onnx"      the least any ONNX tool pays to start
+  --version   trtpipe --version
+  --help      trtpipe --help
+  cached      trtpipe (the default pipeline on the built-in model, every stage cached:
+              the cache is filled by one untimed run first)
+
+Prints the median wall time of each, its ratio to the floor, the median CPU time (user +
+system of exactly that child, os.wait4: steadier than wall time on a machine others load),
+and the targets of issue 14 (cached run < 0.6 s, --help < 0.5 s wall on the development
+machine, unloaded); exit 1 if one fails.
+Not a test: timings depend on the machine; tests/test_front_door.py checks the structure
+(no Hydra for --help, one composition per run, matplotlib only when a plot is drawn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGETS = {"cached": 0.6, "--help": 0.5}
+
+
+def commands(work: Path) -> dict[str, list[str]]:
+    trtpipe = [sys.executable, "-m", "trtpipe"]
+    return {
+        "floor": [sys.executable, "-c", "import onnx"],
+        "--version": [*trtpipe, "--version"],
+        "--help": [*trtpipe, "--help"],
+        "cached": [*trtpipe, "--quiet"],  # run directories under outputs/ of the scratch folder
+    }
+
+
+def timed(command: list[str], cwd: Path, env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of `command` in a fresh process."""
+    started = time.perf_counter()
+    child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = child.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    child.stderr.close()
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({child.returncode}): {stderr.strip()[-500:]}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="runs per command (median reported)")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the trtpipe checkout to measure")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="trtpipe-front-door-") as scratch:
+        work = Path(scratch)
+        env = {**os.environ, "PYTHONPATH": str(args.code.resolve()), "TRTPIPE_CACHE": str(work / "cache")}
+        env.pop("TRTPIPE_DEBUG", None)
+        todo = commands(work)
+        timed(todo["cached"], work, env)  # fill the cache (untimed)
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in todo}
+        for _ in range(args.repeat):
+            for name, command in todo.items():
+                times[name].append(timed(command, work, env))
+    wall = {name: statistics.median(w for w, _ in values) for name, values in times.items()}
+    cpu = {name: statistics.median(c for _, c in values) for name, values in times.items()}
+    print(f"front door of {args.code} (median of {args.repeat} runs each, interleaved; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(f"  {'command':10} {'wall s':>8} {'x floor':>8} {'cpu s':>8} {'x floor':>8}  target (wall)")
+    failed = False
+    for name in todo:
+        target = TARGETS.get(name)
+        verdict = "" if target is None else f"< {target} s {'ok' if wall[name] < target else 'MISSED'}"
+        failed |= target is not None and wall[name] >= target
+        print(f"  {name:10} {wall[name]:8.3f} {wall[name] / wall['floor']:8.2f} {cpu[name]:8.3f} "
+              f"{cpu[name] / cpu['floor']:8.2f}  {verdict}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+"""Fuzzing the command line, inputs and graphs; 0 defects expected. `python -m bench.fuzz`.
+"""
