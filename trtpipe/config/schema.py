@@ -80,6 +80,9 @@ class AutoPrecisionConfig:
     # sample inputs; null disables the rule. 4096 leaves 16x headroom below FP16's 65504
     # for inputs larger than the samples.
     max_abs: Optional[float] = 4096.0
+    # The same rule for the output of a MatMul/Gemm/Conv/ConvTranspose (auto_range.py: its sums
+    # accumulate in FP32 inside the kernel, only the stored output is FP16); null: max_abs.
+    heavy_max_abs: Optional[float] = None
     # Constants beyond FP16's range or flushing to zero: keep_fp32 | saturate | off.
     constants: str = "keep_fp32"
     # LayerNorm/RMSNorm groups (decomposed or fused) and Softmax are each one unit: FP32 as a

@@ -19,12 +19,16 @@ Decisions:
   cosine_min), and for PSNR the ratio of the MSE to the MSE the bound
   allows, 10**((psnr_min - psnr)/10). The ratio makes
   different metrics comparable, so one number says how close a trial came.
+- Should ONNX Runtime refuse the switched graph (a trtpipe defect: `TrtpipeGraphError`), the
+  search goes on with each candidate's own emulated graph, the validate stage's way, and
+  the log says why: a graph trtpipe built never ends the search of a valid model.
 - Localisation (which node's output goes wrong first) runs on demand, on every
   sample input, with the reference's intermediates computed once.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import onnx
 
+from trtpipe.errors import TrtpipeGraphError
 from trtpipe.precision.materialize.materialize import materialize
 from trtpipe.validate.compare import BOUNDS as JUDGED_METRICS  # (metric, bound field, upper) per judged metric
 from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
@@ -40,6 +45,8 @@ from trtpipe.validate.localize import Localization, localize_results
 from trtpipe.numerics.metrics import json_float
 from trtpipe.numerics.reference import ReferenceRunner
 from trtpipe.search.switched import SwitchedEmulation, why_not_switched
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -139,7 +146,12 @@ class TrialRunner:
         """The candidate's outputs per sample input: on the switched emulation when the candidate
         maps onto it, else on the candidate's own emulated graph."""
         if self.not_switched is None and self._switched is None:
-            self._switched = SwitchedEmulation(self.model)
+            try:
+                self._switched = SwitchedEmulation(self.model)
+            except TrtpipeGraphError as error:
+                self.not_switched = f"ONNX Runtime refused the switched graph: {error}"
+                log.warning("precision search: %s; every trial runs on its own emulated graph instead",
+                            self.not_switched)
         switches = self._switched.switches(candidate, report) if self._switched else None
         if switches is not None:
             self.emulations["switched"] += 1

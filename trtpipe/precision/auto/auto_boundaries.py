@@ -116,7 +116,7 @@ def protect_stored_tensors(net: Network, decisions: dict[str, Decision], observe
                 if decisions[node].precision == "fp32":
                     continue  # moved already, for another tensor of this round
                 if not found.underflow and _tolerated(net, node, found, observed):
-                    record["tolerated"][(node, found.tensor)] = _tolerated_entry(net, node, found)
+                    record["tolerated"][(node, found.tensor)] = _tolerated_entry(net, node, found, observed)
                 elif decisions[node].source in _MOVABLE_SOURCES:
                     record["kept_fp32"] += _move(net, decisions, node, found, observed)
                     changed = True
@@ -144,8 +144,10 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
             continue
         producer = net.producer.get(tensor)
         if producer is not None and decisions[producer].precision == "fp16":
-            found.append(tensor)
-            continue
+            if producer not in observed.saturating:
+                found.append(tensor)
+                continue
+            # Its readers are its saturating chain's nodes and the Tanh/Sigmoid: each is tolerated below.
         kind = "boundary" if producer is not None else "graph input"
         for consumer in net.consumers.get(tensor, []):
             decision = decisions[consumer]
@@ -154,7 +156,7 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
                 if not _tolerated(net, consumer, probe, observed):
                     found.append(tensor)
                     break
-                tolerated[(consumer, tensor)] = _tolerated_entry(net, consumer, probe)
+                tolerated[(consumer, tensor)] = _tolerated_entry(net, consumer, probe, observed)
     for tensor in observed.losses:
         if not lossy(tensor, observed.losses, observed.watch):
             continue
@@ -165,7 +167,12 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
     return found
 
 
-def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
+def _tolerated_entry(net: Network, node: str, found: StoredTensor, observed: Observed) -> dict:
+    if node in observed.saturating:
+        saturating = observed.saturating[node]
+        return _entry(node, found, why=f"beyond {FP16_MAX:g} only where {net.op_type(saturating)} {saturating} "
+                                       "saturates: +-inf gives the +-1 (or 0, 1) the reference gives, measured on "
+                                       "the samples (saturating_chains.py)")
     if net.op_type(node) == "Add":
         return _entry(node, found, why=f"only values below -{FP16_MAX:g} overflow (to -inf); the Add keeps -inf and "
                                        "only Softmax reads it, which maps -inf to 0 as the reference's huge "
@@ -180,6 +187,8 @@ def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
 def _tolerated(net: Network, node: str, found: StoredTensor, observed: Observed) -> bool:
     if is_masked_addition(net, node, observed.highest, FP16_MAX):
         return True  # an additive attention mask: -inf in, -inf out, 0 after Softmax (masked_additions.py)
+    if node in observed.saturating:
+        return True  # inf only where a Tanh/Sigmoid saturates anyway, measured (saturating_chains.py)
     if found.kind == "output" or net.nodes[node].input[0] != found.tensor:
         return False
     if net.op_type(node) in _SATURATING:
