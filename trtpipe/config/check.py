@@ -69,6 +69,11 @@ def _check_tolerances(cfg: DictConfig) -> None:
     precision = cfg.get("precision")
     search = precision.get("search") if isinstance(precision, DictConfig) else None
     check_tolerances(plain(cfg.get("validate")), plain(search))
+    validate = cfg.get("validate")
+    share = validate.get("min_compared") if isinstance(validate, DictConfig) else None
+    if share is not None and not 0.0 <= float(share) <= 1.0:
+        raise UserError(f"validate.min_compared is {share}, not a share of positions between 0 and 1",
+                        "validate.min_compared=0.5 (0 compares whatever is finite, however little)")
 
 
 def _check_input_specs(cfg: DictConfig) -> None:

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
-from trtpipe.data import resolved_data
+from trtpipe.data import check_sample_data, resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
@@ -94,6 +94,8 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     try:
         data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True),
                              None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
+        if any(stage.uses_data for stage in stages):  # empty or inf/NaN samples: exit 2 before any stage
+            check_sample_data(data)
         for stage in stages:
             if failure is not None or stop_reason is not None:
                 reason = stop_reason or "an earlier stage failed"

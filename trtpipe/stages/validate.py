@@ -81,12 +81,14 @@ class ValidateAccuracy(Stage):
                                                      threshold=config["localize_threshold"])
                     runs = [{name: run[name] for name in outputs if name in run} for run in runs]
                 del runner
-                verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances))
+                verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances,
+                                                  config["min_compared"]))
             elif candidate == "tensorrt" and "engine" in inputs:
                 from trtpipe.trt import backend
 
                 runs = (self._backend or backend()).run(inputs["engine"], feeds)
-                verdicts.append(compare_candidate("tensorrt", reference_runs, runs, outputs, tolerances))
+                verdicts.append(compare_candidate("tensorrt", reference_runs, runs, outputs, tolerances,
+                                                  config["min_compared"]))
             elif candidate == "tensorrt":
                 notes.append("candidate tensorrt: no engine was built (no build stage, or the build was deferred)")
             else:
