@@ -91,6 +91,8 @@ PASTE = {
     "trtpipe/config/ignored_settings.py:ignored_settings_lines: trtpipe: warning: {} set but ignored: stage '{}' "
     "is not in 'stages'. Fix: to run it, add it to 'stages': {}":
         Paste(("stages=[sanitize]", "upgrade_opset.target=18")),
+    "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}' (the closest is '{}')":
+        Paste(("+recipe=transformer_fp61", "stages=[sanitize]"), replace=True),
     "trtpipe/config/check.py:_one_of: config value of '{}' is {}":
         Paste(("stages=[sanitize]", "precision.default=fp61")),
     "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
@@ -144,6 +146,8 @@ PROSE = {
     "trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} resolves outside the model's directory ({})": MODEL,
     "trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} {} (to {}); trtpipe reads external data only from regular files inside the model's directory, as onnx and ONNX Runtime do": MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_data_file: {} keeps its data externally but names no file (empty location)': MODEL,
+    "trtpipe/onnxmodel/external_files.py:checked_data_file: {} names the model's folder ({}) as its external data file, not a file in it": MODEL,
+    "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}'": CHOICE,
     "trtpipe/onnxmodel/external_files.py:checked_data_file: {} names external data at {}, outside the model's directory (ONNX requires a relative path below it, without '..')": MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_data_file: {} names the model file itself ({}) as its external data file': MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_span: external data file {} of {} is too short for it (needs bytes {}-{}, has {})': MODEL,

@@ -128,7 +128,8 @@ def _unknown_recipe(message: str) -> UserError:
     close = get_close_matches(asked, options, n=1, cutoff=0.5)
     if close:
         return UserError(f"there is no recipe '{asked}' (the closest is '{close[0]}')",
-                         f"use +recipe={close[0]} (recipes: {', '.join(options)}; trtpipe --help describes them)")
+                         f"replace '+recipe={asked}' with '+recipe={close[0]}' (recipes: {', '.join(options)}; "
+                         "trtpipe --help describes them)")
     return UserError(f"there is no recipe '{asked}'",
                      f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES")
 
