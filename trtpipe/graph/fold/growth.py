@@ -1,0 +1,129 @@
+"""The growth rule of constant folding: a node is folded only when its outputs are not much larger than its inputs.
+
+Folding evaluates every node whose inputs are all constant and stores its
+outputs as initializers. For most nodes that shrinks or keeps the model (shape
+arithmetic, a Transpose or a Cast of a weight), but a node that expands data
+(`Expand`, `Tile`, `ConstantOfShape`, `Range`, broadcasting arithmetic of
+constants) can write far more than it reads: onnx's `light_resnet50` test model
+(80 KB, every weight a `ConstantOfShape`) folded into 102 MB. TensorRT
+evaluates such nodes at build time anyway, so leaving them in the graph costs
+nothing there.
+
+The rule (`GrowthRule.reason`): a foldable node is left unfolded when its
+outputs hold more than `factor` x max(the bytes of its distinct non-empty
+inputs, `floor_bytes`). Sizes are the static ones the graph records (value_info
+after shape inference; constants' own shapes): a node whose output size is
+unknown is left for a later pass (Polygraphy's loop infers shapes between
+passes, by which time its inputs are initializers and its size known).
+
+Decisions (each with its reason):
+- Bytes of the node's own inputs, not of the constants they derive from: the
+  decision must be the same in onnx-graphsurgeon's pass (`should_exclude_node`,
+  called on one node) and in fast_fold.py's, and stay the same from one pass
+  to the next (a folded input is an initializer in the next pass).
+- Defaults `factor=2`, `floor_bytes=4 KiB`: a widening Cast of a weight
+  (float16 -> float32) still folds, and so does every shape computation (a
+  shape is tens of bytes); an expansion does not. With these, `light_resnet50`
+  stays below 0.4 MB (tests/graph/test_no_inflation.py).
+- A node left unfolded also keeps its consumers unfolded (they read a tensor
+  that is no longer constant): onnx-graphsurgeon's rule, reproduced in fast_fold.
+- If/Loop bodies are folded by onnx-graphsurgeon without `should_exclude_node`
+  (0.6.1 does not pass it on): the rule applies to the main graph and functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto
+
+# Bytes per element by ONNX element type (onnx-graphsurgeon's get_itemsize, for the types it sizes).
+ITEMSIZE = {TensorProto.FLOAT: 4, TensorProto.UINT8: 1, TensorProto.INT8: 1, TensorProto.UINT16: 2,
+            TensorProto.INT16: 2, TensorProto.INT32: 4, TensorProto.INT64: 8, TensorProto.BOOL: 1,
+            TensorProto.FLOAT16: 2, TensorProto.DOUBLE: 8, TensorProto.UINT32: 4, TensorProto.UINT64: 8,
+            TensorProto.BFLOAT16: 2, TensorProto.FLOAT8E4M3FN: 1, TensorProto.FLOAT8E4M3FNUZ: 1,
+            TensorProto.FLOAT8E5M2: 1, TensorProto.FLOAT8E5M2FNUZ: 1}
+
+DEFAULT_FACTOR = 2.0
+DEFAULT_FLOOR_BYTES = 4 << 10
+
+
+@dataclass(frozen=True)
+class GrowthRule:
+    factor: float = DEFAULT_FACTOR
+    floor_bytes: int = DEFAULT_FLOOR_BYTES
+
+    def bound(self, input_bytes: int) -> float:
+        return self.factor * max(input_bytes, self.floor_bytes)
+
+    def reason(self, input_bytes: list[int | None], output_bytes: list[int | None]) -> str | None:
+        """Why a node with these input and output sizes stays unfolded; None: it may fold."""
+        if any(size is None for size in output_bytes):
+            return "output size unknown"
+        if any(size is None for size in input_bytes):
+            return "input size unknown"
+        produced, read = sum(output_bytes), sum(input_bytes)
+        if produced > self.bound(read):
+            return f"would write {produced} bytes from {read} (bound {self.factor:g} x max(inputs, {self.floor_bytes}))"
+        return None
+
+
+def tensor_bytes(elem_type, shape) -> int | None:
+    """Bytes of a tensor of ONNX element type `elem_type` and `shape` (ints); None when not static or not sized."""
+    itemsize = ITEMSIZE.get(elem_type)
+    if itemsize is None or shape is None or any(not isinstance(dim, (int, np.integer)) or dim < 0 for dim in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * itemsize
+
+
+class Unfolded:
+    """What folding left unfolded by the growth rule, keyed by the node's first output (nodes may be unnamed)."""
+
+    def __init__(self):
+        self.entries: dict[str, dict] = {}
+
+    def add(self, node_name: str, op_type: str, outputs: list[str], input_bytes, output_bytes, reason: str) -> None:
+        self.entries[outputs[0]] = {"node": node_name, "op_type": op_type, "output": outputs[0],
+                                    "input_bytes": _total(input_bytes), "output_bytes": _total(output_bytes),
+                                    "reason": reason}
+
+    def remaining(self, model) -> list[dict]:
+        """The entries whose node is still in `model`'s main graph (a later pass may have folded it)."""
+        produced = {node.output[0] for node in model.graph.node if node.output}
+        return [entry for name, entry in sorted(self.entries.items()) if name in produced]
+
+
+def _total(sizes) -> int | None:
+    return None if any(size is None for size in sizes) else int(sum(sizes))
+
+
+def gs_excluder(rule: GrowthRule, unfolded: Unfolded):
+    """onnx-graphsurgeon's `should_exclude_node` for `rule`, recording into `unfolded`."""
+    from onnx_graphsurgeon import Constant
+    from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
+
+    def size(tensor) -> int | None:
+        dtype = tensor.dtype
+        if dtype is None:
+            return None
+        try:
+            elem_type = dtype if isinstance(dtype, int) else dtype_to_onnx(dtype)
+        except Exception:  # noqa: BLE001 - a type graphsurgeon cannot name: unknown size
+            return None
+        shape = tensor.shape
+        if isinstance(tensor, Constant):
+            shape = list(tensor.shape)
+        return tensor_bytes(elem_type, shape)
+
+    def exclude(node) -> bool:
+        distinct = {tensor.name: tensor for tensor in node.inputs if not tensor.is_empty()}
+        input_bytes = [size(tensor) for tensor in distinct.values()]
+        output_bytes = [size(tensor) for tensor in node.outputs]
+        reason = rule.reason(input_bytes, output_bytes)
+        if reason is not None and node.outputs:
+            unfolded.add(node.name, node.op, [tensor.name for tensor in node.outputs], input_bytes, output_bytes,
+                         reason)
+        return reason is not None
+
+    return exclude
