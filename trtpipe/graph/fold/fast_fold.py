@@ -93,7 +93,12 @@ def fold_pass(model: onnx.ModelProto, *, infer_shapes: bool, size_threshold: int
     if not ENABLED:
         return None
     try:
-        return _Fold(model, size_threshold, growth, unfolded if unfolded is not None else Unfolded()).run(infer_shapes)
+        # The growth state changes only when the pass succeeds: otherwise graphsurgeon's pass starts from it.
+        state = (unfolded or Unfolded()).copy()
+        result = _Fold(model, size_threshold, growth, state).run(infer_shapes)
+        if unfolded is not None:
+            unfolded.update(state)
+        return result
     except OutOfScope as reason:
         logger.debug("fast constant folding not used (%s): Polygraphy's pass runs", reason)
     except Exception as error:  # noqa: BLE001 - a defect here must cost speed, never the folding
@@ -225,14 +230,17 @@ class _Fold(ShapeFolding):
 
     def _excluded(self, index: int) -> bool:
         """graphsurgeon's `should_exclude_node` with growth.gs_excluder, on the sizes its graph copy has."""
-        inputs = list(dict.fromkeys(name for name in self.ins[index] if name))
-        input_bytes = [self._constant_bytes(name) if name in self.constants else self._variable_bytes(name)
-                       for name in inputs]
-        output_bytes = [self._variable_bytes(name) for name in self.outs[index]]
-        reason = self.growth.reason(input_bytes, output_bytes)
-        if reason is not None:
-            self.unfolded.add(self.names[index], self.ops[index], self.outs[index], input_bytes, output_bytes, reason)
-        return reason is not None
+        sources = frozenset().union(*(self._sources(name) for name in self.ins[index] if name))
+        return self.unfolded.decide(self.growth, self.names[index], self.ops[index], self.outs[index], sources,
+                                    [self._variable_bytes(name) for name in self.outs[index]])
+
+    def _sources(self, name: str) -> frozenset:
+        if name in self.constants:
+            return self.unfolded.constant_sources(name, lambda: self._constant_bytes(name))
+        known = self.unfolded.sources.get(name)
+        if known is not None:  # a foldable output decided already (nodes are walked in order)
+            return known
+        return frozenset().union(*(self._sources(source) for source in self.ins[self.producer[name]] if source))
 
     def _constant_bytes(self, name: str) -> int | None:
         if name in self.shape_values:

@@ -10,17 +10,22 @@ evaluates such nodes at build time anyway, so leaving them in the graph costs
 nothing there.
 
 The rule (`GrowthRule.reason`): a foldable node is left unfolded when its
-outputs hold more than `factor` x max(the bytes of its distinct non-empty
-inputs, `floor_bytes`). Sizes are the static ones the graph records (value_info
+outputs hold more than `factor` x max(the bytes of the constants it derives
+from, `floor_bytes`). The constants it derives from (its sources): the
+initializers, Constant nodes and folded shapes its inputs come from, through
+the foldable nodes before it, in this pass and the ones before (`Unfolded`). Sizes are the static ones the graph records (value_info
 after shape inference; constants' own shapes): a node whose output size is
 unknown is left for a later pass (Polygraphy's loop infers shapes between
 passes, by which time its inputs are initializers and its size known).
 
 Decisions (each with its reason):
-- Bytes of the node's own inputs, not of the constants they derive from: the
-  decision must be the same in onnx-graphsurgeon's pass (`should_exclude_node`,
-  called on one node) and in fast_fold.py's, and stay the same from one pass
-  to the next (a folded input is an initializer in the next pass).
+- Bytes of the sources, not of the node's own inputs: with its own inputs, a
+  chain of Tiles, each doubling, or a Concat of a tensor with a function of
+  itself, repeated, would fold into any size, each step within the factor.
+  The sources of each tensor are kept from one pass to the next (a tensor
+  folded in pass 1 is an initializer in pass 2 but keeps its sources). The
+  same walk runs in onnx-graphsurgeon's pass (`should_exclude_node`) and in
+  fast_fold.py's, on the same sizes: the same decisions, the same bytes.
 - Defaults `factor=2`, `floor_bytes=4 KiB`: a widening Cast of a weight
   (float16 -> float32) still folds, and so does every shape computation (a
   shape is tens of bytes); an expansion does not. With these, `light_resnet50`
@@ -78,15 +83,51 @@ def tensor_bytes(elem_type, shape) -> int | None:
 
 
 class Unfolded:
-    """What folding left unfolded by the growth rule, keyed by the node's first output (nodes may be unnamed)."""
+    """One sanitize folding's growth state, shared by its passes (fast or graphsurgeon's).
+
+    `entries`: what the rule left unfolded, keyed by the node's first output (nodes may be unnamed).
+    `sources`: tensor name -> the constants it derives from, for each tensor a pass found foldable; a
+    tensor folded by an earlier pass (an initializer now) keeps its sources, so a chain of expansions
+    cannot grow by `factor` once per pass. `source_bytes`: the bytes of each such constant.
+    """
 
     def __init__(self):
         self.entries: dict[str, dict] = {}
+        self.sources: dict[str, frozenset] = {}
+        self.source_bytes: dict[str, int | None] = {}
 
-    def add(self, node_name: str, op_type: str, outputs: list[str], input_bytes, output_bytes, reason: str) -> None:
+    def add(self, node_name: str, op_type: str, outputs: list[str], read, output_bytes, reason: str) -> None:
         self.entries[outputs[0]] = {"node": node_name, "op_type": op_type, "output": outputs[0],
-                                    "input_bytes": _total(input_bytes), "output_bytes": _total(output_bytes),
-                                    "reason": reason}
+                                    "input_bytes": read, "output_bytes": _total(output_bytes), "reason": reason}
+
+    def constant_sources(self, name: str, size) -> frozenset:
+        """The sources of constant `name` (`size()` gives its bytes when it is a source itself)."""
+        known = self.sources.get(name)
+        if known is not None:
+            return known
+        if name not in self.source_bytes:
+            self.source_bytes[name] = size()
+        return frozenset((name,))
+
+    def decide(self, rule: GrowthRule, node_name: str, op_type: str, outputs: list[str], sources: frozenset,
+               output_bytes: list[int | None]) -> bool:
+        """Whether the node is excluded; records its outputs' sources when it is not, or the entry when it is."""
+        sizes = [self.source_bytes[name] for name in sorted(sources)]
+        reason = rule.reason(sizes, output_bytes)
+        if reason is not None:
+            self.add(node_name, op_type, outputs, _total(sizes), output_bytes, reason)
+            return True
+        for name in outputs:
+            self.sources[name] = sources
+        return False
+
+    def copy(self) -> "Unfolded":
+        other = Unfolded()
+        other.entries, other.sources, other.source_bytes = dict(self.entries), dict(self.sources), dict(self.source_bytes)
+        return other
+
+    def update(self, other: "Unfolded") -> None:
+        self.entries, self.sources, self.source_bytes = other.entries, other.sources, other.source_bytes
 
     def remaining(self, model) -> list[dict]:
         """The entries whose node is still in `model`'s main graph (a later pass may have folded it)."""
@@ -111,19 +152,20 @@ def gs_excluder(rule: GrowthRule, unfolded: Unfolded):
             elem_type = dtype if isinstance(dtype, int) else dtype_to_onnx(dtype)
         except Exception:  # noqa: BLE001 - a type graphsurgeon cannot name: unknown size
             return None
-        shape = tensor.shape
+        return tensor_bytes(elem_type, list(tensor.shape) if tensor.shape is not None else None)
+
+    def sources_of(tensor) -> frozenset:
         if isinstance(tensor, Constant):
-            shape = list(tensor.shape)
-        return tensor_bytes(elem_type, shape)
+            return unfolded.constant_sources(tensor.name, lambda: size(tensor))
+        known = unfolded.sources.get(tensor.name)
+        if known is not None:  # a foldable output of this pass: decided already (the graph is sorted)
+            return known
+        producer = tensor.inputs[0]  # a foldable tensor that is not constant has one
+        return frozenset().union(*(sources_of(t) for t in producer.inputs if not t.is_empty()))
 
     def exclude(node) -> bool:
-        distinct = {tensor.name: tensor for tensor in node.inputs if not tensor.is_empty()}
-        input_bytes = [size(tensor) for tensor in distinct.values()]
-        output_bytes = [size(tensor) for tensor in node.outputs]
-        reason = rule.reason(input_bytes, output_bytes)
-        if reason is not None and node.outputs:
-            unfolded.add(node.name, node.op, [tensor.name for tensor in node.outputs], input_bytes, output_bytes,
-                         reason)
-        return reason is not None
+        sources = frozenset().union(*(sources_of(t) for t in node.inputs if not t.is_empty()))
+        return unfolded.decide(rule, node.name, node.op, [t.name for t in node.outputs], sources,
+                               [size(t) for t in node.outputs])
 
     return exclude

@@ -1,0 +1,201 @@
+"""Sanitize never inflates a model (issue 24 item 5): constant folding's growth rule (trtpipe/graph/fold/growth.py).
+
+The bound stated in the README, checked here on every model: with limit L and
+floor F (sanitize.fold_growth_limit, sanitize.fold_growth_floor_bytes), the
+sanitized file is at most L x (the source's bytes + F per folded node). Models:
+a graph whose constants expand by Expand, Tile, ConstantOfShape, broadcasting
+Add and a chain of Tiles to about 50 MB (ONNX Runtime's outputs unchanged),
+onnx's own `light_*` test models (every weight a ConstantOfShape: 102 MB from
+light_resnet50's 80 KB before), and seeded random graphs of expansions.
+Both folding paths (fast_fold.py and onnx-graphsurgeon's) must write the same bytes.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.graph import graphs
+from trtpipe.config.schema import SanitizeConfig
+from trtpipe.graph.fold import fast_fold
+from trtpipe.graph.sanitize import sanitize_model
+from trtpipe.stages.sanitize import SanitizeModel
+
+LIMIT, FLOOR = SanitizeConfig.fold_growth_limit, SanitizeConfig.fold_growth_floor_bytes
+
+
+def _init(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def _expanding_model() -> onnx.ModelProto:
+    """y = (x + mean rows of x + each of five expanded constants) @ W^T: 53 MB if folded, 200 KB as given."""
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    nodes = [
+        helper.make_node("ConstantOfShape", ["cos_shape"], ["cos"], name="fill",
+                         value=_init("v", np.array([0.25], f32))),  # 24 MiB
+        helper.make_node("Expand", ["row", "expand_shape"], ["expanded"], name="expand"),  # 12 MiB
+        helper.make_node("Tile", ["block", "tile_repeats"], ["tiled"], name="tile"),  # 12 MiB
+        helper.make_node("Add", ["column", "row2"], ["broadcast"], name="broadcast_add"),  # 4 MiB
+        # A chain, each step within the limit: 64 KiB -> 128 KiB -> 256 KiB -> 512 KiB -> 1 MiB.
+        helper.make_node("Tile", ["seed", "twice"], ["chain1"], name="chain1"),
+        helper.make_node("Tile", ["chain1", "twice"], ["chain2"], name="chain2"),
+        helper.make_node("Tile", ["chain2", "twice"], ["chain3"], name="chain3"),
+        helper.make_node("Tile", ["chain3", "twice"], ["chain4"], name="chain4"),
+        helper.make_node("Transpose", ["w"], ["w_t"], name="transpose_w", perm=[1, 0]),  # folds: same size
+    ]
+    summed = "x"
+    for index, name in enumerate(["cos", "expanded", "tiled", "broadcast", "chain4"]):
+        # Read with the input: what folding computes for these is written into the model.
+        nodes.append(helper.make_node("Add", ["x", name], [f"{name}_x"]))
+        nodes.append(helper.make_node("ReduceMean", [f"{name}_x"], [f"{name}_mean"], axes=[0], keepdims=1))
+        nodes.append(helper.make_node("Add", [summed, f"{name}_mean"], [f"sum{index}"]))
+        summed = f"sum{index}"
+    nodes.append(helper.make_node("MatMul", [summed, "w_t"], ["y"], name="matmul"))
+    initializers = [
+        _init("cos_shape", np.array([24576, 256], np.int64)),
+        _init("row", rng.standard_normal((1, 256)).astype(f32)),
+        _init("expand_shape", np.array([12288, 256], np.int64)),
+        _init("block", rng.standard_normal((16, 256)).astype(f32)),
+        _init("tile_repeats", np.array([768, 1], np.int64)),
+        _init("column", rng.standard_normal((4096, 1)).astype(f32)),
+        _init("row2", rng.standard_normal((1, 256)).astype(f32)),
+        _init("seed", rng.standard_normal((64, 256)).astype(f32)),
+        _init("twice", np.array([2, 1], np.int64)),
+        _init("w", rng.standard_normal((256, 256)).astype(f32)),
+    ]
+    return graphs.make_model(nodes, [graphs.float_input("x", [1, 256])], [graphs.float_input("y", [1, 256])],
+                             initializers)
+
+
+def _sanitized(src: Path, dst: Path, *, fast: bool, **options) -> dict:
+    previous, fast_fold.ENABLED = fast_fold.ENABLED, fast
+    try:
+        return sanitize_model(src, dst, **options)
+    finally:
+        fast_fold.ENABLED = previous
+
+
+def _check_bound_and_paths(src: Path, tmp_path: Path) -> tuple[Path, dict]:
+    """Sanitize `src` both ways: same bytes, within the stated bound; the fast path's result and report."""
+    fast, slow = tmp_path / "fast.onnx", tmp_path / "slow.onnx"
+    report = _sanitized(src, fast, fast=True)
+    assert _sanitized(src, slow, fast=False)["left_unfolded"] == report["left_unfolded"]
+    assert fast.read_bytes() == slow.read_bytes()
+    before, after = src.stat().st_size, fast.stat().st_size
+    assert after <= LIMIT * (before + FLOOR * max(report["nodes_folded"], 0)), (before, after, report["nodes_folded"])
+    return fast, report
+
+
+def test_expanding_constants_stay_unfolded_and_the_model_computes_the_same(tmp_path):
+    src = tmp_path / "src.onnx"
+    onnx.save(_expanding_model(), str(src))
+    dst, report = _check_bound_and_paths(src, tmp_path)
+    assert dst.stat().st_size < 1 << 20  # 52 MB before the growth rule
+    left = {entry["node"]: entry for entry in report["left_unfolded"]}
+    assert set(left) == {"fill", "expand", "tile", "broadcast_add", "chain2"}  # chain2: 4x its source
+    assert left["fill"]["output_bytes"] == 24576 * 256 * 4 and left["fill"]["op_type"] == "ConstantOfShape"
+    assert left["broadcast_add"]["output_bytes"] == 4096 * 256 * 4
+    assert left["broadcast_add"]["input_bytes"] == (4096 + 256) * 4
+    assert left["chain2"]["input_bytes"] == 64 * 256 * 4 + 16  # its sources (seed, twice), not its input
+    ops = [node.op_type for node in onnx.load(str(dst)).graph.node]
+    assert "Transpose" not in ops and ops.count("Tile") == 4  # a same-size fold still happens; chain1 folded
+    x = graphs.random_input([1, 256])
+    want = graphs.run(onnx.load(str(src)), {"x": x})[0]
+    np.testing.assert_allclose(graphs.run(onnx.load(str(dst)), {"x": x})[0], want, rtol=1e-5, atol=1e-4)  # fp32 summation order only
+
+
+def test_no_limit_folds_everything_as_before(tmp_path):
+    src = tmp_path / "src.onnx"
+    onnx.save(_expanding_model(), str(src))
+    report = sanitize_model(src, tmp_path / "out.onnx", fold_growth_limit=None)
+    assert report["left_unfolded"] == [] and (tmp_path / "out.onnx").stat().st_size > 50 << 20
+
+
+def test_the_stage_line_says_what_was_left_unfolded(tmp_path):
+    src = tmp_path / "src.onnx"
+    onnx.save(_expanding_model(), str(src))
+    config = {key: getattr(SanitizeConfig, key) for key in SanitizeConfig.__dataclass_fields__}
+    outcome = SanitizeModel().run({"model": src}, config, tmp_path)
+    assert "5 left unfolded by the growth rule" in outcome.summary
+    assert "broadcast_add Add 4.0 MiB" in outcome.summary
+    assert outcome.details["left_unfolded"]
+
+
+LIGHT = sorted(glob.glob(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light/light_*.onnx")))
+
+
+@pytest.mark.parametrize("path", LIGHT, ids=[os.path.basename(p)[:-5] for p in LIGHT])
+def test_onnx_light_models_stay_within_the_bound(tmp_path, path):
+    """Every weight of these models is a ConstantOfShape: light_resnet50 folded into 102 MB before."""
+    _, report = _check_bound_and_paths(Path(path), tmp_path)
+    assert report["left_unfolded"]
+
+
+def _random_expansions(seed: int) -> onnx.ModelProto:
+    """Constants expanded by random Tile/Expand/Concat/broadcast Add/Mul/Cast/Transpose chains, reusing tensors."""
+    rng = np.random.default_rng(seed)
+    initializers, nodes, pool = [], [], []
+    for index in range(3):
+        shape = [int(rng.integers(1, 48)), int(rng.integers(1, 48))]
+        initializers.append(_init(f"c{index}", rng.standard_normal(shape).astype(np.float32)))
+        pool.append((f"c{index}", shape))
+    for step in range(int(rng.integers(4, 12))):
+        (a, sa), (b, sb) = (pool[int(i)] for i in rng.integers(0, len(pool), 2))
+        out, kind = f"t{step}", rng.choice(["tile", "expand", "concat", "add", "mul", "cast", "transpose"])
+        if kind == "tile":
+            reps = [int(rng.integers(1, 9)), int(rng.integers(1, 5))]
+            initializers.append(_init(f"r{step}", np.array(reps, np.int64)))
+            nodes.append(helper.make_node("Tile", [a, f"r{step}"], [out]))
+            shape = [sa[0] * reps[0], sa[1] * reps[1]]
+        elif kind == "expand":
+            shape = [sa[0] * int(rng.integers(1, 64)), sa[1]]
+            nodes.append(helper.make_node("Reshape", [a, f"flat{step}"], [f"f{step}"]))
+            initializers.append(_init(f"flat{step}", np.array([1, sa[0] * sa[1]], np.int64)))
+            shape = [shape[0], sa[0] * sa[1]]
+            initializers.append(_init(f"e{step}", np.array(shape, np.int64)))
+            nodes.append(helper.make_node("Expand", [f"f{step}", f"e{step}"], [out]))
+        elif kind == "concat" and sa[1] == sb[1]:
+            nodes.append(helper.make_node("Concat", [a, b], [out], axis=0))
+            shape = [sa[0] + sb[0], sa[1]]
+        elif kind == "add":
+            nodes.append(helper.make_node("ReduceMean", [a], [f"m{step}"], axes=[1], keepdims=1))
+            nodes.append(helper.make_node("ReduceMean", [b], [f"n{step}"], axes=[0], keepdims=1))
+            nodes.append(helper.make_node("Add", [f"m{step}", f"n{step}"], [out]))
+            shape = [sa[0], sb[1]]
+        elif kind == "mul":
+            nodes.append(helper.make_node("Mul", [a, a], [out]))
+            shape = sa
+        elif kind == "cast":
+            nodes.append(helper.make_node("Cast", [a], [f"d{step}"], to=TensorProto.DOUBLE))
+            nodes.append(helper.make_node("Cast", [f"d{step}"], [out], to=TensorProto.FLOAT))
+            shape = sa
+        else:
+            nodes.append(helper.make_node("Transpose", [a], [out], perm=[1, 0]))
+            shape = [sa[1], sa[0]]
+        if any(node.output[0] == out for node in nodes):
+            pool.append((out, shape))
+    total = "x"
+    for index, (name, _) in enumerate(pool):
+        nodes.append(helper.make_node("ReduceSum", [name], [f"s{index}"], keepdims=0))
+        nodes.append(helper.make_node("Add", [total, f"s{index}"], [f"y{index}"]))
+        total = f"y{index}"
+    nodes.append(helper.make_node("Identity", [total], ["y"]))
+    return graphs.make_model(nodes, [graphs.float_input("x", [3])], [graphs.float_input("y", [3])], initializers)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_expansions_stay_within_the_bound_and_compute_the_same(tmp_path, seed):
+    src = tmp_path / "src.onnx"
+    onnx.save(_random_expansions(seed), str(src))
+    dst, _ = _check_bound_and_paths(src, tmp_path)
+    x = graphs.random_input([3], seed)
+    want = graphs.run(onnx.load(str(src)), {"x": x})[0]
+    np.testing.assert_allclose(graphs.run(onnx.load(str(dst)), {"x": x})[0], want, rtol=1e-4, atol=1e-3)
