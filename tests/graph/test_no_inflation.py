@@ -202,3 +202,26 @@ def test_random_expansions_stay_within_the_bound_and_compute_the_same(tmp_path, 
     x = graphs.random_input([1, 1], seed)
     want = graphs.run(onnx.load(str(src)), {"x": x})[0]
     np.testing.assert_allclose(graphs.run(onnx.load(str(dst)), {"x": x})[0], want, rtol=1e-4, atol=1e-3)
+
+
+def test_the_fast_pass_applies_the_rule_itself():
+    """The byte comparisons above mean something only if the fast pass ran (not Polygraphy's in its place)."""
+    from trtpipe.graph.fold.fast_fold import fold_pass
+    from trtpipe.graph.fold.growth import GrowthRule, Unfolded
+    from trtpipe.onnxmodel import value_info
+
+    unfolded = Unfolded()
+    model = value_info.infer_shapes(_expanding_model())
+    folded = fold_pass(model, infer_shapes=True, size_threshold=64 << 20, growth=GrowthRule(), unfolded=unfolded)
+    assert folded is not None
+    assert {entry["node"] for entry in unfolded.remaining(folded)} == {"fill", "expand", "tile", "broadcast_add",
+                                                                       "chain2"}
+
+
+def test_a_limit_below_one_is_refused_with_a_fix(tmp_path):
+    from trtpipe.errors import UserError
+
+    onnx.save(_expanding_model(), str(tmp_path / "src.onnx"))
+    with pytest.raises(UserError, match="fold_growth_limit"):
+        sanitize_model(tmp_path / "src.onnx", tmp_path / "out.onnx", fold_growth_limit=0.5)
+    assert not (tmp_path / "out.onnx").exists()
