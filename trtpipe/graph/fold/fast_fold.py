@@ -10,7 +10,9 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
 
 - Constant nodes (`value` attribute) become initializers named after their
   output (the attribute's tensor, renamed);
-- a node whose non-empty inputs are all constant (not Q/DQ) is foldable; the
+- a node whose non-empty inputs are all constant (not Q/DQ) is foldable unless
+  the growth rule excludes it (growth.py, as onnx-graphsurgeon's
+  `should_exclude_node` does in gs_fold.py's passes, on the same sizes); the
   Shape/Gather/Slice passes (gather, then slice, then shape, each followed by
   a new foldable walk) turn shapes of statically known dims into constants;
 - every foldable tensor graphsurgeon would evaluate (its consumers' *node

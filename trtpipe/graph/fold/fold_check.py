@@ -28,7 +28,8 @@ passes 1-4):
   recursively: not analysed here, always True).
 
 Decision: a foldable tensor that graphsurgeon refuses to fold (larger than the
-size threshold, or an ONNX Runtime failure) stays foldable here, so such a
+size threshold, left by the growth rule of growth.py, or an ONNX Runtime
+failure) stays foldable here, so such a
 model keeps every pass; only a model with nothing left to fold skips them.
 """
 
