@@ -135,8 +135,16 @@ LIGHT = sorted(glob.glob(os.path.join(os.path.dirname(onnx.__file__), "backend/t
 @pytest.mark.parametrize("path", LIGHT, ids=[os.path.basename(p)[:-5] for p in LIGHT])
 def test_onnx_light_models_stay_within_the_bound(tmp_path, path):
     """Every weight of these models is a ConstantOfShape: light_resnet50 folded into 102 MB before."""
-    _, report = _check_bound_and_paths(Path(path), tmp_path)
+    dst, report = _check_bound_and_paths(Path(path), tmp_path)
     assert report["left_unfolded"]
+    if sum(entry["output_bytes"] or 0 for entry in report["left_unfolded"]) > 128 << 20:
+        return  # ONNX Runtime would compute that much per run, twice: the numerics are checked on the others
+    source = onnx.load(path)
+    weights = {tensor.name for tensor in source.graph.initializer}
+    value = next(value for value in source.graph.input if value.name not in weights)
+    x = graphs.random_input([dim.dim_value or 1 for dim in value.type.tensor_type.shape.dim])
+    want = graphs.run(source, {value.name: x})[0]
+    np.testing.assert_allclose(graphs.run(onnx.load(str(dst)), {value.name: x})[0], want, rtol=1e-4, atol=1e-5)
 
 
 def _random_expansions(seed: int) -> onnx.ModelProto:

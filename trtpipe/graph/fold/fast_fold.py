@@ -242,6 +242,7 @@ class _Fold(ShapeFolding):
         known = self.unfolded.sources.get(name)
         if known is not None:  # a foldable output decided already (nodes are walked in order)
             return known
+        require(name in self.producer, f"foldable tensor {name!r} without a producer")
         return frozenset().union(*(self._sources(source) for source in self.ins[self.producer[name]] if source))
 
     def _constant_bytes(self, name: str) -> int | None:

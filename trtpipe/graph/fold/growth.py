@@ -160,8 +160,9 @@ def gs_excluder(rule: GrowthRule, unfolded: Unfolded):
         known = unfolded.sources.get(tensor.name)
         if known is not None:  # a foldable output of this pass: decided already (the graph is sorted)
             return known
-        producer = tensor.inputs[0]  # a foldable tensor that is not constant has one
-        return frozenset().union(*(sources_of(t) for t in producer.inputs if not t.is_empty()))
+        if not tensor.inputs:  # not expected (a foldable tensor has a producer): a source of unknown size
+            return unfolded.constant_sources(tensor.name, lambda: None)
+        return frozenset().union(*(sources_of(t) for t in tensor.inputs[0].inputs if not t.is_empty()))
 
     def exclude(node) -> bool:
         sources = frozenset().union(*(sources_of(t) for t in node.inputs if not t.is_empty()))
