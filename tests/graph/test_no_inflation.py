@@ -233,3 +233,40 @@ def test_a_limit_below_one_is_refused_with_a_fix(tmp_path):
     with pytest.raises(UserError, match="fold_growth_limit"):
         sanitize_model(tmp_path / "src.onnx", tmp_path / "out.onnx", fold_growth_limit=0.5)
     assert not (tmp_path / "out.onnx").exists()
+
+
+def _unsized_model() -> onnx.ModelProto:
+    """A shape computation (Unsqueeze, Concat) and a Tile of a 64 KiB constant, both read with the input."""
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Unsqueeze", ["rows", "axes"], ["rows_1d"], name="unsqueeze"),
+             helper.make_node("Concat", ["rows_1d", "minus_one"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["x2"], name="reshape"),
+             helper.make_node("Tile", ["block", "repeats"], ["tiled"], name="tile"),
+             helper.make_node("Add", ["x2", "tiled"], ["summed"]),
+             helper.make_node("ReduceMean", ["summed"], ["y"], axes=[0], keepdims=1)]
+    initializers = [_init("rows", np.array(1, np.int64)), _init("axes", np.array([0], np.int64)),
+                    _init("minus_one", np.array([-1], np.int64)),
+                    _init("block", rng.standard_normal((64, 256)).astype(np.float32)),
+                    _init("repeats", np.array([64, 1], np.int64))]
+    return graphs.make_model(nodes, [graphs.float_input("x", [256])], [graphs.float_input("y", [1, 256])],
+                             initializers)
+
+
+def test_without_shapes_a_shape_computation_still_folds_and_an_expansion_does_not(tmp_path):
+    """infer_shapes=false: no output has a size; the last pass folds what derives from at most the floor."""
+    src = tmp_path / "src.onnx"
+    onnx.save(_unsized_model(), str(src))
+    outputs = []
+    for fast in (True, False):
+        report = _sanitized(src, tmp_path / f"out-{fast}.onnx", fast=fast, infer_shapes=False)
+        outputs.append((tmp_path / f"out-{fast}.onnx").read_bytes())
+    assert outputs[0] == outputs[1]
+    assert [entry["node"] for entry in report["left_unfolded"]] == ["tile"]
+    assert report["left_unfolded"][0]["output_bytes"] is None  # unknown: inference was off
+    dst = tmp_path / "out-True.onnx"
+    ops = [node.op_type for node in onnx.load(str(dst)).graph.node]
+    assert "Concat" not in ops and "Unsqueeze" not in ops and "Tile" in ops
+    assert dst.stat().st_size <= LIMIT * (src.stat().st_size + FLOOR * report["nodes_folded"])
+    x = graphs.random_input([256])
+    np.testing.assert_allclose(graphs.run(onnx.load(str(dst)), {"x": x})[0],
+                               graphs.run(onnx.load(str(src)), {"x": x})[0], rtol=1e-5, atol=1e-4)

@@ -66,6 +66,7 @@ Decisions (each with its reason):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import tempfile
 from pathlib import Path
@@ -81,7 +82,8 @@ from trtpipe.onnxmodel import value_info
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold.fast_fold import fold_pass
 from trtpipe.graph.fold.fold_check import may_fold
-from trtpipe.graph.fold.growth import DEFAULT_FACTOR, DEFAULT_FLOOR_BYTES, GrowthRule, Unfolded, gs_excluder
+from trtpipe.graph.fold.growth import (DEFAULT_FACTOR, DEFAULT_FLOOR_BYTES, UNKNOWN_OUTPUT, GrowthRule, Unfolded,
+                                       gs_excluder)
 from trtpipe.graph.fold.gs_fold import fold_constants as gs_fold_constants
 from trtpipe.graph.onnx_gs.gs_bridge import graph_from_model, model_from_graph, refuse_unexportable_io, restore_model_fields
 from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted
@@ -350,6 +352,12 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool, growth: Growt
                 folded = gs_fold_constants(folded, partitioning=first, **options)  # the loop resumes
             for partitioning in rest:
                 folded = gs_fold_constants(folded, partitioning=partitioning, **options)
+        if growth is not None and any(entry["reason"] == UNKNOWN_OUTPUT for entry in unfolded.remaining(folded)):
+            # Decision: what shape inference could not size after every pass is folded when its sources are
+            # within the floor (growth.py); one more pass, the recursive one, only for such models.
+            lenient = dataclasses.replace(growth, unknown_folds=True)
+            folded = gs_fold_constants(folded, partitioning=FOLD_PARTITIONINGS[-1],
+                                       **{**options, "should_exclude_node": gs_excluder(lenient, unfolded)})
     finally:
         restore_shape_ranges(model, ranged_shapes)  # the input model comes back as it was, whatever happens
     restore_shape_ranges(folded, ranged_shapes)

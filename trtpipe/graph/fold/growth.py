@@ -16,7 +16,11 @@ initializers, Constant nodes and folded shapes its inputs come from, through
 the foldable nodes before it, in this pass and the ones before (`Unfolded`). Sizes are the static ones the graph records (value_info
 after shape inference; constants' own shapes): a node whose output size is
 unknown is left for a later pass (Polygraphy's loop infers shapes between
-passes, by which time its inputs are initializers and its size known).
+passes, by which time its inputs are initializers and its size known). What
+shape inference still cannot size after every pass (inference off, or failing
+on the model) folds in one last pass when its sources are within the floor: a
+shape computation (Unsqueeze, Concat of dims) is folded as before, a tensor
+expanded from more than the floor is not.
 
 Decisions (each with its reason):
 - Bytes of the sources, not of the node's own inputs: with its own inputs, a
@@ -52,22 +56,26 @@ ITEMSIZE = {TensorProto.FLOAT: 4, TensorProto.UINT8: 1, TensorProto.INT8: 1, Ten
 
 DEFAULT_FACTOR = 2.0
 DEFAULT_FLOOR_BYTES = 4 << 10
+UNKNOWN_OUTPUT = "output size unknown"
 
 
 @dataclass(frozen=True)
 class GrowthRule:
     factor: float = DEFAULT_FACTOR
     floor_bytes: int = DEFAULT_FLOOR_BYTES
+    # sanitize's last pass (sanitize.py): an output shape inference could not size folds when its sources
+    # are within the floor (a shape computation), as onnx-graphsurgeon would fold it.
+    unknown_folds: bool = False
 
     def bound(self, input_bytes: int) -> float:
         return self.factor * max(input_bytes, self.floor_bytes)
 
     def reason(self, input_bytes: list[int | None], output_bytes: list[int | None]) -> str | None:
         """Why a node with these input and output sizes stays unfolded; None: it may fold."""
-        if any(size is None for size in output_bytes):
-            return "output size unknown"
         if any(size is None for size in input_bytes):
             return "input size unknown"
+        if any(size is None for size in output_bytes):
+            return None if self.unknown_folds and sum(input_bytes) <= self.floor_bytes else UNKNOWN_OUTPUT
         produced, read = sum(output_bytes), sum(input_bytes)
         if produced > self.bound(read):
             return f"would write {produced} bytes from {read} (bound {self.factor:g} x max(inputs, {self.floor_bytes}))"
