@@ -270,3 +270,22 @@ def test_without_shapes_a_shape_computation_still_folds_and_an_expansion_does_no
     x = graphs.random_input([256])
     np.testing.assert_allclose(graphs.run(onnx.load(str(dst)), {"x": x})[0],
                                graphs.run(onnx.load(str(src)), {"x": x})[0], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("partitioning", [None, "recursive"])
+def test_the_loop_without_a_rule_writes_polygraphys_bytes(partitioning):
+    """gs_fold.py replaces Polygraphy's loader only to hand onnx-graphsurgeon the rule: without one, same bytes."""
+    from polygraphy.backend.onnx import fold_constants as polygraphy_fold_constants
+
+    from trtpipe.graph.fold.gs_fold import fold_constants
+    from trtpipe.models import builtin_model
+    from trtpipe.onnxmodel import value_info
+
+    for model in (_expanding_model(), _unsized_model(), builtin_model("transformer")):
+        prepared = value_info.infer_shapes(model)
+        ours, theirs = (onnx.ModelProto.FromString(prepared.SerializeToString()) for _ in range(2))
+        ours = fold_constants(ours, partitioning=partitioning, infer_shapes=True, size_threshold=64 << 20)
+        theirs = polygraphy_fold_constants(theirs, partitioning=partitioning, do_shape_inference=True,
+                                           fold_shapes=True, error_ok=True, size_threshold=64 << 20,
+                                           allow_onnxruntime_shape_inference=False)
+        assert ours.SerializeToString() == theirs.SerializeToString()
