@@ -289,3 +289,38 @@ def test_the_loop_without_a_rule_writes_polygraphys_bytes(partitioning):
                                            fold_shapes=True, error_ok=True, size_threshold=64 << 20,
                                            allow_onnxruntime_shape_inference=False)
         assert ours.SerializeToString() == theirs.SerializeToString()
+
+
+def _encoder_with_an_expansion() -> onnx.ModelProto:
+    from bench.common.encoders import build_encoder
+
+    model = build_encoder(2)
+    model.graph.initializer.append(_init("big_shape", np.array([1024, 1024], np.int64)))
+    model.graph.node.extend([
+        helper.make_node("ConstantOfShape", ["big_shape"], ["big"], name="big_fill",
+                         value=_init("one", np.array([1.0], np.float32))),
+        helper.make_node("Identity", ["big"], ["big_out"], name="big_read")])
+    model.graph.output.append(helper.make_tensor_value_info("big_out", TensorProto.FLOAT, [1024, 1024]))
+    return model
+
+
+@pytest.mark.parametrize("build", [_expanding_model, _unsized_model, _encoder_with_an_expansion,
+                                   lambda: onnx.load(LIGHT[0]) if LIGHT else _expanding_model()],
+                         ids=["expanding", "unsized", "encoder", "light"])
+def test_skipping_passes_for_settled_exclusions_writes_the_same_bytes(tmp_path, monkeypatch, build):
+    """A node excluded on known sizes is excluded again by every later pass: fold_check.may_fold skips those
+    passes for it (3x faster sanitize of an encoder with one expansion); the bytes are those of every pass."""
+    from trtpipe.graph import sanitize as sanitize_module
+
+    src = tmp_path / "src.onnx"
+    onnx.save(build(), str(src))
+    calls = []
+    real_pass = sanitize_module.gs_fold_constants
+    monkeypatch.setattr(sanitize_module, "gs_fold_constants", lambda *a, **k: calls.append(1) or real_pass(*a, **k))
+    skipped = sanitize_model(src, tmp_path / "skipped.onnx")
+    if build in (_expanding_model, _encoder_with_an_expansion):
+        assert not calls  # the fast pass did it all: no onnx-graphsurgeon round trip
+    monkeypatch.setattr(sanitize_module, "may_fold", lambda _model, _settled=(): True)  # every pass runs
+    every = sanitize_model(src, tmp_path / "every.onnx")
+    assert (tmp_path / "skipped.onnx").read_bytes() == (tmp_path / "every.onnx").read_bytes()
+    assert skipped["left_unfolded"] == every["left_unfolded"] and skipped["left_unfolded"]

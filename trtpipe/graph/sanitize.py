@@ -27,7 +27,9 @@ Decisions (each with its reason):
   left unfolded (growth.py; an Expand/Tile/ConstantOfShape of a constant,
   which TensorRT evaluates at build time anyway). Polygraphy's loader cannot
   hand onnx-graphsurgeon the rule, so its loop is gs_fold.py (same bytes
-  without the rule); the report lists what was left (`left_unfolded`).
+  without the rule); the report lists what was left (`left_unfolded`). A node
+  excluded on known sizes is excluded by every later pass too, so `may_fold`
+  does not count it (an encoder with one expansion: 0.6 s -> 0.2 s).
 - Folding passes that cannot change the model are skipped: after the first
   pass, `fold_check.may_fold` (conservative) says whether onnx-graphsurgeon
   could find anything more; if not, the further passes (Polygraphy's repeat
@@ -347,7 +349,7 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool, growth: Growt
         folded = fold_pass(model, infer_shapes=infer_shapes, size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
                            growth=growth, unfolded=unfolded) \
             or gs_fold_constants(model, partitioning=first, num_passes=1, **options)
-        if folded is model or may_fold(folded):  # `is model`: the pass raised (Polygraphy kept the input)
+        if folded is model or may_fold(folded, unfolded.settled):  # `is model`: the pass raised (Polygraphy kept the input)
             if folded is not model and polygraphy_num_nodes(folded) != polygraphy_num_nodes(model):
                 folded = gs_fold_constants(folded, partitioning=first, **options)  # the loop resumes
             for partitioning in rest:

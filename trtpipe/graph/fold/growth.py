@@ -103,6 +103,9 @@ class Unfolded:
         self.entries: dict[str, dict] = {}
         self.sources: dict[str, frozenset] = {}
         self.source_bytes: dict[str, int | None] = {}
+        # First outputs of nodes excluded on known sizes: every later pass decides the same (same sources, same
+        # sizes), so fold_check.may_fold need not run the passes for them.
+        self.settled: set[str] = set()
 
     def add(self, node_name: str, op_type: str, outputs: list[str], read, output_bytes, reason: str) -> None:
         self.entries[outputs[0]] = {"node": node_name, "op_type": op_type, "output": outputs[0],
@@ -122,8 +125,12 @@ class Unfolded:
         """Whether the node is excluded; records its outputs' sources when it is not, or the entry when it is."""
         sizes = [self.source_bytes[name] for name in sorted(sources)]
         reason = rule.reason(sizes, output_bytes)
+        if outputs:
+            self.settled.discard(outputs[0])
         if reason is not None:
             self.add(node_name, op_type, outputs, _total(sizes), output_bytes, reason)
+            if outputs and None not in sizes and None not in output_bytes:
+                self.settled.add(outputs[0])
             return True
         for name in outputs:
             self.sources[name] = sources
@@ -132,10 +139,12 @@ class Unfolded:
     def copy(self) -> "Unfolded":
         other = Unfolded()
         other.entries, other.sources, other.source_bytes = dict(self.entries), dict(self.sources), dict(self.source_bytes)
+        other.settled = set(self.settled)
         return other
 
     def update(self, other: "Unfolded") -> None:
         self.entries, self.sources, self.source_bytes = other.entries, other.sources, other.source_bytes
+        self.settled = other.settled
 
     def remaining(self, model) -> list[dict]:
         """The entries whose node is still in `model`'s main graph (a later pass may have folded it)."""
