@@ -13,8 +13,9 @@ The rule (`GrowthRule.reason`): a foldable node is left unfolded when its
 outputs hold more than `factor` x max(the bytes of the constants it derives
 from, `floor_bytes`). The constants it derives from (its sources): the
 initializers, Constant nodes and folded shapes its inputs come from, through
-the foldable nodes before it, in this pass and the ones before (`Unfolded`). Sizes are the static ones the graph records (value_info
-after shape inference; constants' own shapes): a node whose output size is
+the foldable nodes before it, in this pass and the ones before (`Unfolded`).
+Sizes are the static ones the graph records (value_info after shape
+inference; constants' own shapes): a node whose output size is
 unknown is left for a later pass (Polygraphy's loop infers shapes between
 passes, by which time its inputs are initializers and its size known). What
 shape inference still cannot size after every pass (inference off, or failing
@@ -33,7 +34,15 @@ Decisions (each with its reason):
 - Defaults `factor=2`, `floor_bytes=4 KiB`: a widening Cast of a weight
   (float16 -> float32) still folds, and so does every shape computation (a
   shape is tens of bytes); an expansion does not. With these, `light_resnet50`
-  stays below 0.4 MB (tests/graph/test_no_inflation.py).
+  gives 473 KB (tests/graph/test_no_inflation.py states the bound).
+- The rule judges each foldable node, not only the tensors folding writes: a
+  ConstantOfShape whose only reader is a ReduceMean of constants stays, with
+  the ReduceMean, though folding both would write a few bytes. Knowing what is
+  written needs the consumers' decisions first (a fixpoint over the graph),
+  which onnx-graphsurgeon's per-node `should_exclude_node` cannot express.
+  TensorRT evaluates both at build time.
+- Not bounded: a constant read by many foldable nodes is copied into each
+  result (each within the rule); the bound holds per folded tensor.
 - A node left unfolded also keeps its consumers unfolded (they read a tensor
   that is no longer constant): onnx-graphsurgeon's rule, reproduced in fast_fold.
 - If/Loop bodies are folded by onnx-graphsurgeon without `should_exclude_node`
