@@ -75,7 +75,7 @@ CASES = [
      2, "precision rule 'a' has no effect"),
     ("typo in a config key", ["+recipe=transformer_fp16", "sanitize.fold_constans=false"], 2, "fold_constants"),
     ("wrong value type", ["upgrade_opset.target=seventeen"], 2, "upgrade_opset.target"),
-    ("recipe that does not exist", ["+recipe=transformer_fp61"], 2, "recipe/transformer_fp61"),
+    ("recipe that does not exist", ["+recipe=transformer_fp61"], 2, "no recipe 'transformer_fp61' (the closest is 'transformer_fp16')"),
     ("unwritable cache directory", ["cache.dir=blocker/cache"], 2, "not writable"),
 ]
 

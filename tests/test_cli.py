@@ -88,7 +88,7 @@ def write_corrupt_model(path: Path) -> Path:
 @pytest.mark.parametrize(
     "overrides, expected",
     [
-        (["+recipe=does_not_exist"], "Could not find 'recipe/does_not_exist'"),
+        (["+recipe=does_not_exist"], "there is no recipe 'does_not_exist'"),
         (["model.path=/no/such.onnx"], "/no/such.onnx"),
         (["model.path=corrupt.onnx"], "corrupt.onnx"),
         (["+recipe=transformer_fp16", "sanitize.no_such_key=1"], "sanitize.no_such_key"),

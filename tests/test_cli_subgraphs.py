@@ -42,3 +42,22 @@ def test_if_branches_are_planned_ruled_and_validated_with_the_sample_batch(tmp_p
                             run_name="bare")
     assert unmatched.code == 2
     assert "branch/else_branch/mm" in unmatched.stderr
+
+
+def test_a_loop_decoder_casts_its_invariants_once_and_the_plan_counts_casts_per_step(tmp_path):
+    """Issue 21 item 6 from the command line: the encoder kept FP32 by a rule, the Loop body FP16."""
+    from tests.precision.loop_invariant_graphs import loop_decoder
+
+    model = loop_decoder()
+    onnx.save(model, tmp_path / "decoder.onnx")
+    np.savez(tmp_path / "feeds.npz", **feeds_for(model, seed=4))
+    run = run_trtpipe(tmp_path, f"model.path={tmp_path / 'decoder.onnx'}", f"data.path={tmp_path / 'feeds.npz'}",
+                      STAGES, "+precision.rules.encoder={match:regex,pattern:'encoder/.*',precision:fp32}")
+    assert run.code == 0, run.stdout + run.stderr
+    plan = plan_of(run)
+    # sanitize folds Transpose(Wo) into a weight, stored in FP16 too: the feature map's is the one Cast.
+    assert plan["totals"]["casts"] == {"once": 1, "per_step": {"decoder": 3}}
+    stage = next(s for s in run.manifest["stages"] if s["name"] == "precision")
+    written = onnx.load(str(run.run_dir / stage["outputs"]["model"]["path"]))
+    assert {n.input[0] for n in written.graph.node if n.op_type == "Cast"} == {"memory"}
+    assert run.statuses()["validate"] == "ran" and run.code == 0

@@ -37,6 +37,8 @@ TENSORRT = "needs TensorRT or an engine built on a GPU (neither exists on this m
 INTERNAL = "a contract between trtpipe's own functions; no configuration reaches it from the command line"
 API_ONLY = "raised by the Python API (trtpipe.api.run) only, never by the command line"
 VERIFY = "a trtpipe-verify error: its Fix names a command-line option or a manifest to produce"
+LIVE_HOLDER = ("another process is computing the same entry and still holds its lock: the Fix is to wait for it "
+               "or stop it (cache.lock_timeout=N only waits longer; provoking it needs a second live process)")
 GENERIC = ("the last resort for an error Hydra reports in its own words, after every specific message "
            "(the exact override with +, a misspelled key) was tried")
 
@@ -67,6 +69,8 @@ PASTE = {
         Paste(("stages=[sanitize,sanitize]",)),
     "trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}: {}":
         Paste(("stages=[sanitize]", "validate.tolerance.cosine_min=1.5")),
+    "trtpipe/config/check.py:_check_tolerances: validate.min_compared is {}, not a share of positions between 0 and 1":
+        Paste(("stages=[sanitize]", "validate.min_compared=1.5")),
     "trtpipe/numerics/inputs.py:_integer_range_needed: model input {} is {} and has no sample range "
     "(data.inputs.{}.low/high); random values of an integer input (ids, masks, indices) would be meaningless":
         Paste(("model.path={tokens}", NO_BUILD)),
@@ -87,6 +91,8 @@ PASTE = {
     "trtpipe/config/ignored_settings.py:ignored_settings_lines: trtpipe: warning: {} set but ignored: stage '{}' "
     "is not in 'stages'. Fix: to run it, add it to 'stages': {}":
         Paste(("stages=[sanitize]", "upgrade_opset.target=18")),
+    "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}' (the closest is '{}')":
+        Paste(("+recipe=transformer_fp61", "stages=[sanitize]"), replace=True),
     "trtpipe/config/check.py:_one_of: config value of '{}' is {}":
         Paste(("stages=[sanitize]", "precision.default=fp61")),
     "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
@@ -96,6 +102,19 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/cache/files.py:cache_errors_as_user_errors: cannot use the cache's {} {}: {}": ENVIRONMENT,
+    "trtpipe/cache/locks.py:_acquire: {}waited {} s for {}, {} (lock {}); that process is still running (a lock is "
+    "released when its holder exits, so it is never stale). Fix: let it finish, or stop it, then rerun (the rerun "
+    "uses its result), or wait longer: cache.lock_timeout={}": LIVE_HOLDER,
+    "trtpipe/numerics/ort_session.py:_failure: ONNX Runtime {} ran out of memory to {} the model: {}": ENVIRONMENT,
+    "trtpipe/numerics/sample_values.py:check_generation_specs: data.inputs.{}.shape {} has a dimension of size 0: "
+    "nothing would be run or compared": USER_VALUE,
+    "trtpipe/numerics/sample_values.py:check_generation_specs: data.inputs.{}.{} is {}: every generated value would "
+    "be inf/NaN": USER_VALUE,
+    "trtpipe/numerics/sample_values.py:check_sample_values: {} holds {} inf/NaN value(s) of {}: the reference would "
+    "be inf/NaN where they reach, and those positions cannot be compared": DATA_FILE,
+    "trtpipe/numerics/sample_values.py:check_sample_values: {} is empty (shape {}): nothing would be run or compared":
+        DATA_FILE,
     'trtpipe/api.py:_refuse_hydra_overrides: override {}: {} is a Hydra setting the Python API does not use': API_ONLY,
     'trtpipe/config/build_schema.py:_bytes: {} is {}': USER_VALUE,
     'trtpipe/config/build_schema.py:check_optimization_level: build.builder_optimization_level is {}': CHOICE,
@@ -114,16 +133,39 @@ PROSE = {
     'trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is not a tolerance key': CHOICE,
     'trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}, not a number': USER_VALUE,
     'trtpipe/config/tolerance_check.py:check_tolerances: {}.outputs is {}, not a mapping of output names to tolerances': USER_VALUE,
-    'trtpipe/data.py:resolved_data: data.path {} does not exist': DATA_FILE,
     "trtpipe/graph/names/bounded_regex.py:_flags_in_child: {}: regex {} did not finish matching {} names within {} s (catastrophic backtracking, e.g. nested quantifiers such as '(a+)+')": USER_VALUE,
     "trtpipe/graph/onnx_gs/gs_bridge.py:refuse_unexportable_io: {} has {} input/output {}, which onnx-graphsurgeon {} (sanitize's cleanup and constant folding, LayerNorm fusion) cannot write": MODEL,
     'trtpipe/onnxmodel/json_metadata.py:read_json_metadata: model metadata {} is not a JSON object': MODEL,
+    'trtpipe/cache/cache.py:_refuse_private_entry: cache entry {} is not readable for you: another user made it from a model only they may read': ENVIRONMENT,
+    'trtpipe/cache/cache_dir.py:_check_marker: the cache marker {} cannot be read ({}): the cache belongs to another user, or its permissions keep you out': ENVIRONMENT,
+    "trtpipe/cache/cache_dir.py:_refuse: the cache's {} ({}) is {}; trtpipe writes and deletes only real files and folders inside its cache (link the whole cache.dir instead)": ENVIRONMENT,
+    'trtpipe/data.py:resolved_data: data.path {} {}': DATA_FILE,
+    'trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} cannot be read ({})': MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} does not exist': MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} does not exist ({} is not a folder)': MODEL,
+    "trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} resolves outside the model's directory ({})": MODEL,
+    "trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} {} (to {}); trtpipe reads external data only from regular files inside the model's directory, as onnx and ONNX Runtime do": MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_data_file: {} keeps its data externally but names no file (empty location)': MODEL,
+    "trtpipe/onnxmodel/external_files.py:checked_data_file: {} names the model's folder ({}) as its external data file, not a file in it": MODEL,
+    "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}'": CHOICE,
+    "trtpipe/onnxmodel/external_files.py:checked_data_file: {} names external data at {}, outside the model's directory (ONNX requires a relative path below it, without '..')": MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_data_file: {} names the model file itself ({}) as its external data file': MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_span: external data file {} of {} is too short for it (needs bytes {}-{}, has {})': MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_span: {} declares {} bytes of external data, but its dims and type take {}': MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_span: {} has a negative external-data {} ({})': MODEL,
+    'trtpipe/onnxmodel/external_files.py:checked_span: {} has the external-data {} {}, not a whole number': MODEL,
+    'trtpipe/onnxmodel/external_files.py:open_beneath: external data file {} of {} cannot be opened ({}; a symbolic link is refused)': MODEL,
+    'trtpipe/onnxmodel/external_files.py:open_checked: {} {} of {} cannot be opened ({}; a symbolic link is refused)': MODEL,
+    'trtpipe/onnxmodel/external_files.py:refuse_unreadable_kind: {} {} of {} is a hard link (the file has {} names); trtpipe, onnx and ONNX Runtime read external data only from files with one name': MODEL,
+    'trtpipe/onnxmodel/external_files.py:refuse_unreadable_kind: {} {} of {} is {}, not a regular file': MODEL,
+    'trtpipe/onnxmodel/onnx_io.py:_load_external_data: external data file {} of model {} ended while tensor {} was read (truncated meanwhile?)': MODEL,
+    'trtpipe/runner/source_snapshot.py:source_snapshot: model {} changed while trtpipe was reading it (sha256 {}… when the run started, {}… now); nothing was cached': ENVIRONMENT,
+    # A stage's own error about the source, its snapshot paths renamed to the user's: the fix is that error's row.
+    'trtpipe/runner/source_snapshot.py:source_snapshot: <renamed(error.problem)>': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} does not exist': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} is empty': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} is not a file': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} is not readable': MODEL,
-    'trtpipe/onnxmodel/onnx_io.py:_load_external_data: external data file {} of model {} cannot be read for tensor {} ({})': MODEL,
-    'trtpipe/onnxmodel/onnx_io.py:_load_external_data: external data file {} of model {} does not exist (needed by tensor {})': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:load_model: model file {} is not a valid ONNX protobuf (truncated or corrupt: {})': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:load_model: model file {} is not an ONNX model (it has no graph, outputs or opset)': MODEL,
     'trtpipe/graph/passes/opset.py:_conversion_error: cannot convert {} from opset {} to {} ({})': MODEL,
@@ -134,9 +176,6 @@ PROSE = {
     'trtpipe/graph/promote.py:_match_tensors: promote_outputs: tensor {} is {}, not computed by the model, so it cannot be promoted': CHOICE,
     'trtpipe/graph/promote.py:_raise_unmatched: promote_outputs: {} pattern {} ({}) matches no {}': CHOICE,
     'trtpipe/graph/sanitize.py:_refuse_invalid_source: model {} is not a valid ONNX graph (onnx.checker on that file: {}{})': MODEL,
-    'trtpipe/onnxmodel/weights_on_disk.py:anchor_external_tensor: external data file {} of model {} does not exist (needed by tensor {})': MODEL,
-    'trtpipe/onnxmodel/weights_on_disk.py:anchor_external_tensor: external data file {} of model {} is too short for tensor {} (needs bytes {}-{}, has {})': MODEL,
-    "trtpipe/onnxmodel/weights_on_disk.py:anchor_external_tensor: tensor {} of model {} names external data at {}, outside the model's directory (ONNX requires a relative path below it)": MODEL,
     'trtpipe/models/__init__.py:builtin_model: there is no built-in model named {}': CHOICE,
     'trtpipe/numerics/input_types.py:as_declared: input {} in {} is {}, the model expects {}': DATA_FILE,
     'trtpipe/numerics/input_types.py:declared_dtype: model input {} has element type {} ({}), which has no NumPy equivalent': MODEL,
@@ -194,7 +233,6 @@ PROSE = {
     'trtpipe/search/fp32_set.py:search_fp32_set: low_precision is {}': INTERNAL,
     'trtpipe/search/fp32_set.py:search_fp32_set: max_trials is {}': INTERNAL,
     "trtpipe/search/fp32_set.py:split_plan: the precision decisions do not match the model's nodes ({} node(s) without a decision)": CHOICE,
-    "trtpipe/source.py:_checked_user_model: model {} keeps weights in the external data file '{}', which is missing": MODEL,
     "trtpipe/stages/__init__.py:stage_class: 'stages' lists '{}', which is not a trtpipe stage": CHOICE,
     'trtpipe/stages/build.py:_deferred: build: no engine can be built here: {} (build.on_missing=error demands one). Fix: {}': TENSORRT,
     'trtpipe/stages/build.py:run: <constraints_unavailable(environment.tensorrt)>': TENSORRT,

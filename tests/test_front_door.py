@@ -188,3 +188,17 @@ def test_help_into_a_pipe_its_reader_closes_leaves_no_traceback(tmp_path):
     assert done.stdout.startswith("trtpipe:") and done.stdout.count("\n") == 1
     assert done.stderr == ""
     assert done.returncode in (0, 141)  # 141 when the reader left before the help was written
+
+
+def test_shell_completion_into_a_closed_pipe_exits_141_with_nothing_on_stderr(tmp_path):
+    """`trtpipe -sc install=bash | head -1` exited 2 in 8 of 20 tries: "cannot write the run
+    directory: ... Broken pipe" with a fix that does not apply. The reader here leaves before
+    trtpipe writes anything, so every try meets the closed pipe (no race to lose)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(trtpipe.__file__).parents[1])}
+    for _ in range(3):
+        victim = subprocess.Popen([sys.executable, "-m", "trtpipe", "-sc", "install=bash"], cwd=tmp_path, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        victim.stdout.close()
+        stderr = victim.stderr.read()
+        assert victim.wait(timeout=60) == 141, stderr
+        assert stderr == ""

@@ -130,3 +130,21 @@ def test_json_switch_puts_one_summary_last_on_stdout(tmp_path):
     assert summary["validation"]["passed"] is False
     assert {s["name"]: s["status"] for s in summary["stages"]}["validate"] == "failed"
     assert "sanitize" in run.stderr  # progress went to stderr
+
+
+def test_a_failed_run_verifies_identical_and_says_the_failure_was_reproduced(tmp_path):
+    """Issue 24, item 7: verify printed `identical` next to the rebuild's own "validate failed"
+    line on stderr, which read as a contradiction. Identical now says what it means: the same
+    outputs and the same failure, on the stage's line and in the verdict."""
+    run = run_trtpipe(tmp_path, "+recipe=naive_fp16", "stages=[sanitize,precision,validate]", run_name="failed")
+    assert run.code == 1, run.stderr
+    done = subprocess.run([*VERIFY, str(run.run_dir)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    validate_line = next(line for line in done.stdout.splitlines() if line.strip().startswith("validate"))
+    assert "identical" in validate_line and "failed in the recorded run and in the rebuild alike" in validate_line
+    assert "validation failed" in validate_line
+    assert "including its failed validate" in done.stdout.splitlines()[-1]
+    assert "failed" not in done.stderr, done.stderr  # no unattributed line of the rebuild's
+    verdict = json.loads(subprocess.run([*VERIFY, str(run.run_dir), "--json"], cwd=tmp_path, capture_output=True,
+                                        text=True, timeout=300).stdout)
+    assert verdict["identical"] and verdict["failed_in_both"] == ["validate"]

@@ -13,6 +13,7 @@ from typing import Mapping
 
 from trtpipe.errors import UserError
 from trtpipe.cache.hashing import sha256_file
+from trtpipe.numerics.sample_values import ALLOW_KEY, check_generation_specs, check_sample_values
 
 
 def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shapes: Mapping | None = None) -> dict:
@@ -30,19 +31,60 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
             inputs[name] = {**inputs.get(name, {}), "shape": list(shape)}
     resolved = {"seed": int(data["seed"]), "iterations": int(data["iterations"]), "inputs": inputs,
                 "path": None, "sha256": None}
+    if data.get(ALLOW_KEY):  # only when set: the cache keys of every other run stay as they were
+        resolved[ALLOW_KEY] = True
     if data.get("path"):
-        path = Path(data["path"]).expanduser()
-        path = (path if path.is_absolute() else start_dir / path).resolve()
+        given = Path(data["path"]).expanduser()
+        given = given if given.is_absolute() else start_dir / given
+        path = given.resolve()
         if not path.is_file():
-            raise UserError(f"data.path {path} does not exist", "give an .npz or Polygraphy JSON inputs file")
+            raise UserError(f"data.path {given} {not_a_file(given, path)}",
+                            "give an .npz or Polygraphy JSON inputs file")
         resolved["path"], resolved["sha256"] = str(path), sha256_file(path)
     return resolved
 
 
+def check_sample_data(data: Mapping) -> None:
+    """Refuse, before any stage runs the model, sample inputs that are empty or inf/NaN
+    (numerics/sample_values.py); the file is read here once more (stages read it again)."""
+    from trtpipe.numerics.inputs import load_inputs
+
+    allow = bool(data.get(ALLOW_KEY))
+    if data.get("path"):
+        check_sample_values(load_inputs(Path(data["path"])), allow, f"data.path {data['path']}")
+    else:
+        check_generation_specs(data.get("inputs") or {}, allow)
+
+
+def not_a_file(given: Path, resolved: Path) -> str:
+    """Why `given` (resolving to `resolved`) is not a regular file, in words.
+
+    Decision (issue 22, item 16): a folder, a FIFO or a link to /dev/zero was reported as
+    "does not exist", sending the user to look for a file that is there."""
+    import os
+    import stat
+
+    from trtpipe.onnxmodel.external_files import file_kind
+
+    link = f" (a symbolic link to {resolved})" if os.path.islink(given) else ""
+    try:
+        mode = os.stat(resolved).st_mode
+    except FileNotFoundError:
+        return f"is a symbolic link to {resolved}, which does not exist" if link else "does not exist"
+    except OSError as error:
+        return f"cannot be read ({os.strerror(error.errno or 0)})"
+    return f"is {file_kind(mode)}{link}, not a regular file" if not stat.S_ISREG(mode) else "is not a file"
+
+
 def sample_feeds(model, data: Mapping) -> list[dict]:
-    """The feed dicts described by a resolved data block."""
+    """The feed dicts described by a resolved data block (never empty, finite unless allowed)."""
     from trtpipe.numerics.inputs import generate_inputs, load_inputs
 
     if data.get("path"):
-        return load_inputs(Path(data["path"]), model)
-    return generate_inputs(model, data.get("inputs") or {}, data["seed"], data["iterations"])
+        feeds = load_inputs(Path(data["path"]), model)
+        where = f"data.path {data['path']}"
+    else:
+        feeds = generate_inputs(model, data.get("inputs") or {}, data["seed"], data["iterations"])
+        where = "generated from data.inputs and the model's input shapes"
+    check_sample_values(feeds, bool(data.get(ALLOW_KEY)), where)
+    return feeds

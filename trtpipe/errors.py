@@ -44,3 +44,12 @@ class StageFailed(TrtpipeError):
     """A stage ran and failed (or validation rejected the result)."""
 
     exit_code = EXIT_FAILED
+
+
+class TrtpipeGraphError(RuntimeError):
+    """ONNX Runtime refused a graph trtpipe built from the model (an emulation, a search graph).
+
+    Decision: not a `TrtpipeError`: the model ran (or was never at fault) and the user can do
+    nothing about it, so it is a trtpipe defect (exit 1, traceback in trtpipe.log). Its own type
+    and message keep the console from reading as if the user's model were invalid.
+    """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trtpipe.errors import UserError
 from trtpipe.cache.files import write_atomic
-from trtpipe.cache.hashing import locations_in, sha256_bytes, sha256_file
+from trtpipe.cache.hashing import sha256_bytes, sha256_file
 from trtpipe.cache.tools import distribution_version
 
 log = logging.getLogger(__name__)
@@ -15,22 +15,20 @@ log = logging.getLogger(__name__)
 
 def resolve_model_source(path: str | None, builtin: str, cache_root: Path, start_dir: Path) -> Path:
     if path:
-        return _checked_user_model(Path(path).expanduser() if Path(path).is_absolute() else start_dir / path)
+        return checked_user_model(Path(path).expanduser() if Path(path).is_absolute() else start_dir / path)
     return _builtin_model_file(builtin, cache_root)
 
 
-def _checked_user_model(path: Path) -> Path:
-    """Cheap checks before any stage runs, so a bad path fails in one line with nothing written."""
+def checked_user_model(path: Path) -> Path:
+    """Cheap checks before any stage runs, so a bad path fails in one line with nothing written.
+
+    Every external data file is checked here too (`onnxmodel.external_files`: a regular file
+    inside the model's folder, not a link, one name, offsets and lengths that fit), without
+    reading the weights: the digest and the stages then read only files that passed."""
     from trtpipe.onnxmodel.onnx_io import load_model
 
     path = path.resolve()
-    model = load_model(path, load_external_data=False)  # raises UserError: missing, empty, corrupt, not ONNX
-    for location in locations_in(model):
-        if not (path.parent / location).is_file():
-            raise UserError(
-                f"model {path} keeps weights in the external data file '{location}', which is missing",
-                f"put '{location}' next to {path.name}",
-            )
+    load_model(path, weights_on_disk=True)  # raises UserError: missing, empty, corrupt, not ONNX, bad external data
     return path
 
 

@@ -18,7 +18,9 @@ Exit codes: 0 identical, 1 drift, 2 a bad manifest or a missing model.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -48,8 +50,15 @@ def main(argv: list[str] | None = None) -> None:
     else:
         for stage in verdict["stages"]:
             print(f"  {stage['name']:15} {stage['verdict']:10} {stage['reason'] or ''}")
+        if not verdict["identical"]:  # what the rebuild warned of may explain the drift
+            for line in verdict["rebuild_said"]:
+                print(f"trtpipe-verify: the rebuild said: {line}", file=sys.stderr)
         where = f"rebuilt in {verdict['run_dir']}" if verdict["run_dir"] else "rebuild removed (--keep keeps it)"
-        print(f"trtpipe-verify: {'identical' if verdict['identical'] else 'DRIFTED'}; {where}")
+        what = "identical" if verdict["identical"] else "DRIFTED"
+        if verdict["identical"] and verdict["failed_in_both"]:
+            what = (f"identical: the rebuild reproduces the recorded run, including its failed "
+                    f"{', '.join(verdict['failed_in_both'])} (the run's verdict, not verify's)")
+        print(f"trtpipe-verify: {what}; {where}")
     sys.exit(EXIT_OK if verdict["identical"] else EXIT_FAILED)
 
 
@@ -72,6 +81,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     from trtpipe.cache.hashing import artifact_digest
     from trtpipe.runner.manifest_read import as_literal_config, literal, read_manifest, recorded_start_dir
     from trtpipe.runner.pipeline import plan_stages
+    from trtpipe.source import checked_user_model
 
     recorded = read_manifest(manifest_path)
     register_configs()
@@ -92,18 +102,23 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
         path = Path(model).resolve() if model else Path(source["path"])
         if not path.is_file():
             raise UserError(f"the recorded model {path} does not exist", "give its new location with --model PATH")
+        checked_user_model(path)  # its external data files too, before hashing reads them
         if artifact_digest(path) != source["sha256"]:
             notes.append(f"model file {path} differs from the recorded one (sha256 {source['sha256'][:12]}…)")
         cfg.model.path = literal(str(path))
+    if use_cache:
+        _check_recorded_cache(Path(str(cfg.cache.dir)).expanduser(), Path(start_dir))
     work = Path(tempfile.mkdtemp(prefix="trtpipe-verify-"))
     if not use_cache:
         cfg.cache.dir = literal(str(work / "cache"))
     run_dir = work / "run"
     run_dir.mkdir()
     kept = False
+    said = _RebuildMessages()
     try:
         try:
-            result = execute(cfg, run_dir, start_dir, list(recorded.get("overrides", [])))
+            with said.collected():
+                result = execute(cfg, run_dir, start_dir, list(recorded.get("overrides", [])))
         except PipelineFailed as failed:
             result = failed.result
         kept = keep
@@ -114,8 +129,45 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     stages = [_compare(old, new_stages.get(old["name"])) for old in recorded["stages"]]
     identical = not notes and all(s["verdict"] == "identical" for s in stages)
     return {"identical": identical, "notes": notes, "stages": stages, "run_dir": str(run_dir) if keep else None,
+            "failed_in_both": [s["name"] for s in stages if s["verdict"] == "identical" and s.get("status") == "failed"],
+            "rebuild_said": said.lines,
             "start_dir": str(start_dir), "warnings": [start_note] if start_note else [],
             "environment": _environment_changes(recorded, result.manifest)}
+
+
+class _RebuildMessages:
+    """The rebuild's warnings and errors (a failed validation's line among them), kept for the
+    verdict instead of going to stderr unattributed between verify's own lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    @contextlib.contextmanager
+    def collected(self):
+        logger = logging.getLogger("trtpipe")
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = lambda record: self.lines.append(record.getMessage())
+        saved = logger.propagate
+        logger.addHandler(handler)
+        logger.propagate = False
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.propagate = saved
+
+
+def _check_recorded_cache(cache_dir: Path, start_dir: Path) -> None:
+    """--use-cache: the recorded cache must be writable; the fix names what verify reads.
+
+    Decision (issue 22, item 16): the cache's own message suggested `cache.dir`/`TRTPIPE_CACHE`,
+    which trtpipe-verify does not read (it uses the manifest's recorded cache.dir)."""
+    from trtpipe.cache.files import ensure_writable_dir
+
+    cache_dir = cache_dir if cache_dir.is_absolute() else start_dir / cache_dir
+    ensure_writable_dir(cache_dir, "the recorded cache directory (--use-cache)",
+                        "run trtpipe-verify without --use-cache (it rebuilds in a fresh cache), "
+                        f"or make {cache_dir} a writable folder")
 
 
 def _compare(old: dict, new: dict | None) -> dict:
@@ -139,7 +191,12 @@ def _compare(old: dict, new: dict | None) -> dict:
         dropped = [path for path, _, after in changed_paths(recorded, current) if after is None]
         note = (f"recorded key also held settings this stage does not read ({', '.join(dropped[:3])}); "
                 "same outputs") if reshaped else None
-        return {"name": name, "verdict": "identical", "reason": note}
+        if old.get("status") == "failed" and new.get("status") == "failed":
+            # Identical means reproduced: the same outputs and the same failure (issue 24, item 7).
+            failure = (old.get("error") or old.get("summary") or "").splitlines()[0:1]
+            note = "; ".join([n for n in (note, "failed in the recorded run and in the rebuild alike"
+                                          + (f": {failure[0]}" if failure else "")) if n])
+        return {"name": name, "verdict": "identical", "reason": note, "status": new.get("status")}
     if changes:
         changes.sort(key=importance)
         shown = "; ".join(f"{path}: {json.dumps(a)} -> {json.dumps(b)}" for path, a, b in changes[:3])

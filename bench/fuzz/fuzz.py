@@ -1,5 +1,10 @@
-"""`python -m bench.fuzz --cases N [--kind manifest|cache|override|graph|all] [--seed S]`:
-the fuzzer of tests/fuzz/ run longer, outside pytest (issue 13, item 12).
+"""`python -m bench.fuzz --cases N [--kind KIND[,KIND...]|all] [--seed S] [--mutation NAME ...]`:
+the fuzzer of tests/fuzz/ run longer, outside pytest (issue 13 item 12, issue 22).
+
+Kinds: manifest, cache, override, graph (Hypothesis, in-process) and the scenario kinds fs
+(the file system around a real run: links, hard links, FIFOs, devices, corrupt external-data
+fields, the cache layout, run directories) and sweep (multiruns with failing, killed and
+interrupted jobs), bench/fuzz/fuzz_scenarios.py.
 
 Prints, per kind, the cases tried, the defects found (a property violated; the first few
 examples are printed) and the seconds taken; exits 1 when any defect was found.
@@ -11,6 +16,9 @@ Decisions:
 - `--kind all` splits N by cost: graph mutations (~0.4 s each, a real pipeline run)
   get 2%, config overrides (~0.15 s, a Hydra compose) 15%, manifests (~0.1 s; a few
   pass the checks and are rebuilt) 20%, cache records (~20 ms) the remaining 63%.
+  `all` means these four; the scenario kinds (seconds per case: a subprocess per run)
+  are named explicitly, e.g. `--kind fs,sweep`, and get N each.
+- Scenario defects are counted per category (the mutation, with the issue item it finds).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import time
 from pathlib import Path
 
 KINDS = ("manifest", "cache", "override", "graph")
+SCENARIOS = ("fs", "sweep")
 SHARE = {"graph": 0.02, "override": 0.15, "manifest": 0.2, "cache": 0.63}
 
 
@@ -69,23 +78,69 @@ def fuzz(kind: str, cases: int, seed: int, root: Path) -> dict:
     return {"kind": kind, "cases": tried, "defects": defects, "seconds": time.perf_counter() - start}
 
 
+def scenarios(kind: str, cases: int, seed: int, root: Path, only: tuple[str, ...], verbose: bool) -> dict:
+    from bench.fuzz import fuzz_scenarios as fs
+
+    def progress(case: dict, defects: list) -> None:  # one line per case: a long run can be read while it runs
+        verdict = f"defect: {str(defects[0])[:200]}" if defects else "ok"
+        print(f"    case {case['seed']:>9} {case['mutation']:24} {verdict}", flush=True)
+
+    start = time.perf_counter()
+    results = fs.run_cases(kind, cases, seed, root, only, progress if verbose else None)
+    per: dict[str, list] = {}
+    for case, defects in results:
+        per.setdefault(case["mutation"], [0, []])
+        per[case["mutation"]][0] += 1
+        per[case["mutation"]][1] += [(d, case) for d in defects[:1]]  # a case counts once, by its first defect
+    return {"kind": kind, "cases": len(results), "defects": [d for _, found in per.values() for d in found],
+            "seconds": time.perf_counter() - start, "categories": per}
+
+
+def print_categories(report: dict) -> None:
+    from bench.fuzz.fuzz_scenarios import ITEMS
+
+    for name, (tried, found) in sorted(report["categories"].items()):
+        print(f"    {name:24} item {ITEMS.get(name, '?'):9} cases {tried:4}  defects {len(found):4}", flush=True)
+        if found:
+            print(f"        e.g. {str(found[0][0])[:300]}  (case {found[0][1]['seed']})", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=1000, help="cases in total (split by cost with --kind all)")
-    parser.add_argument("--kind", choices=(*KINDS, "all"), default="all")
+    parser.add_argument("--kind", default="all", help=f"all, or a comma list of {', '.join(KINDS + SCENARIOS)}")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mutation", action="append", default=[],
+                        help="fs/sweep: only these mutations (repeatable; default every one, in turn)")
+    parser.add_argument("--verbose", action="store_true", help="fs/sweep: a line per case as it ends")
     args = parser.parse_args(argv)
+    kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in (*KINDS, *SCENARIOS, "all")]
+    if unknown:
+        parser.error(f"unknown kind(s) {unknown}; choose from all, {', '.join(KINDS + SCENARIOS)}")
+    if args.mutation:
+        from bench.fuzz.fuzz_scenarios import ITEMS
+
+        wrong = [m for m in args.mutation if m not in ITEMS]
+        if wrong:
+            parser.error(f"unknown mutation(s) {wrong}; choose from {', '.join(sorted(ITEMS))}")
     logging.getLogger("trtpipe").addHandler(logging.NullHandler())  # the cases' warnings are expected
-    plan = {k: max(1, int(args.cases * SHARE[k])) for k in KINDS} if args.kind == "all" else {args.kind: args.cases}
+    plan = {}
+    for kind in kinds:
+        plan.update({k: max(1, int(args.cases * SHARE[k])) for k in KINDS} if kind == "all" else {kind: args.cases})
     root = Path(tempfile.mkdtemp(prefix="trtpipe-fuzz-"))
     (root / "base").mkdir()
     reports = []
     try:
         for kind, cases in plan.items():
-            report = fuzz(kind, cases, args.seed, root)
+            report = (scenarios(kind, cases, args.seed, root, tuple(args.mutation), args.verbose) if kind in SCENARIOS
+                      else fuzz(kind, cases, args.seed, root))
             reports.append(report)
             print(f"{kind:9} cases {report['cases']:6}  defects {len(report['defects']):3}  "
                   f"{report['seconds']:7.1f} s", flush=True)
+            if kind in SCENARIOS:
+                print_categories(report)
+                continue
             for problem, case in report["defects"][:3]:
                 print(f"    defect: {problem}\n      case: {str(case)[:300]}", flush=True)
     finally:

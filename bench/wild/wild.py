@@ -1,10 +1,12 @@
 """Run trtpipe on the models from the wild, as a new user would.
 
-    python -m bench.wild [--only NAME ...] [--jobs N] [--timeout S] [--markdown bench/wild/WILD.md]
+    python -m bench.wild [--only NAME ...] [--recipes NAME ...] [--jobs N] [--timeout S] [--markdown bench/wild/WILD.md]
 
 For each catalogued model (`bench/wild/wild_models.py`): the trtpipe command line with the
 default config, and again with the model's fitting recipe (when it has one), each in a
-fresh cache and run directory under one temporary root, with a per-run timeout. One
+fresh cache and run directory under one temporary root, with a per-run timeout.
+`--recipes` runs further shipped recipes on every selected model (e.g. `nafnet_fp16` on the
+image models: does a recipe hold on the architectures it names?). One
 table on the console; the same table, the environment and the failure classes in
 Markdown (`--markdown`, default bench/wild/WILD.md).
 
@@ -180,9 +182,10 @@ def run_one(model: WildModel, recipe: str | None, facts: OriginalFacts, root: Pa
     return outcome
 
 
-def run_corpus(models: list[WildModel], jobs: int, timeout: float, root: Path) -> tuple[list[RunOutcome], dict]:
+def run_corpus(models: list[WildModel], jobs: int, timeout: float, root: Path,
+               recipes: tuple[str, ...] = ()) -> tuple[list[RunOutcome], dict]:
     facts = {m.name: original_facts(fetch(m.name), m.overrides) for m in models}
-    work = [(m, r) for m in models for r in ((None, m.recipe) if m.recipe else (None,))]
+    work = [(m, r) for m in models for r in dict.fromkeys((None, m.recipe, *recipes))]
     with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         done = [pool.submit(run_one, m, r, facts[m.name], root, timeout) for m, r in work]
         outcomes = [f.result() for f in done]
@@ -194,9 +197,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bench.wild", description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(BY_NAME), help="models to run")
+    parser.add_argument("--recipes", nargs="+", default=[], metavar="NAME",
+                        help="also run these shipped recipes on every selected model")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")
-    parser.add_argument("--markdown", type=Path, default=REPO / "bench" / "WILD.md",
+    parser.add_argument("--markdown", type=Path, default=REPO / "bench" / "wild" / "WILD.md",
                         help="where to write the Markdown report ('-' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories (path printed)")
     args = parser.parse_args(argv)
@@ -205,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         fetch(m.name)
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="trtpipe-wild-"))
-    outcomes, facts = run_corpus(models, args.jobs, args.timeout, root)
+    outcomes, facts = run_corpus(models, args.jobs, args.timeout, root, tuple(args.recipes))
     total = time.perf_counter() - started
     print(console_table(outcomes))
     print(f"{len(outcomes)} runs on {len(models)} models in {total:.0f} s; "

@@ -66,7 +66,7 @@ def test_cache_dir_follows_the_environment_variable(monkeypatch, tmp_path):
         ("+no_such_stage.x=1", "config key 'no_such_stage' is not a trtpipe setting"),
         ("upgrade_opset.target=seventeen", "upgrade_opset.target"),
         ("sanitize.fold_constans=false", "did you mean 'fold_constants'"),
-        ("+recipe=does_not_exist", "Could not find 'recipe/does_not_exist'"),
+        ("+recipe=does_not_exist", "there is no recipe 'does_not_exist'"),
         ("stages=[sanitize,no_such_stage]", "'stages' lists 'no_such_stage'"),
         ("stages=[upgrade_opset,upgrade_opset]", "lists a stage twice"),
     ],

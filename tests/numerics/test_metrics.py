@@ -15,7 +15,7 @@ from trtpipe.validate.compare import (
 from trtpipe.numerics.metrics import OutputMetrics, output_metrics, percentile, worst_metrics
 
 ALL_METRICS = {"max_abs", "mean_abs", "max_rel", "abs_p99", "rel_p99", "rel_l2", "cosine", "psnr", "nonfinite",
-               "ref_nonfinite", "ref_nonfinite_mismatch"}
+               "ref_nonfinite", "ref_nonfinite_mismatch", "pixels_off_8bit", "argmax_agree"}
 
 
 def measured(**values) -> OutputMetrics:
@@ -70,7 +70,10 @@ def test_nonfinite_candidate_values_are_counted_and_serialised_as_strings():
     data = json.loads(json.dumps(metrics.to_json(), allow_nan=False))
     assert data == {"max_abs": "inf", "mean_abs": "inf", "max_rel": "inf", "abs_p99": "inf", "rel_p99": "inf",
                     "rel_l2": "inf", "cosine": "nan", "psnr": None, "nonfinite": 2,
-                    "ref_nonfinite": 1, "ref_nonfinite_mismatch": 0}  # the reference's inf, matched
+                    "ref_nonfinite": 1, "ref_nonfinite_mismatch": 0,  # the reference's inf, matched
+                    # row 0: the NaN row disagrees; row 1: the reference's +inf (index 1) is its
+                    # maximum, the candidate's two infs pick index 0 (3.0): disagrees
+                    "pixels_off_8bit": None, "argmax_agree": 0.0}
     assert OutputMetrics.from_json(data).nonfinite == 2
 
 

@@ -118,3 +118,18 @@ def test_smoothing_absorbs_a_small_island_between_fp32_nodes():
 def test_fp32_default_plans_no_low_precision():
     _, decisions = builtin_plan("transformer", default="fp32")
     assert {d.precision for d in decisions.values()} <= {"fp32", "keep", "none"}
+
+
+def test_heavy_max_abs_is_the_limit_of_accumulating_ops_only():
+    # Issue 21: a MatMul/Gemm/Conv accumulates in FP32 and stores only its output in FP16, so a
+    # recipe may give it its own headroom; elementwise ops keep max_abs, and null keeps one limit.
+    from trtpipe.precision.auto.auto_range import range_decisions
+
+    observed = {"mm": 5000.0, "big_mm": 20000.0, "conv": 5000.0, "add": 5000.0, "lstm": 5000.0}
+    ops = {"mm": "MatMul", "big_mm": "MatMul", "conv": "Conv", "add": "Add", "lstm": "LSTM"}
+    assert set(range_decisions(observed, 4096.0)) == set(observed)
+    assert set(range_decisions(observed, 4096.0, None, ops)) == set(observed)
+    found = range_decisions(observed, 4096.0, 16384.0, ops)
+    assert set(found) == {"big_mm", "add", "lstm"}
+    assert found["big_mm"][0].endswith("> 16384 (precision.auto.heavy_max_abs)")
+    assert found["add"][0].endswith("> 4096 (precision.auto.max_abs)")

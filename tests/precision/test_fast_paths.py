@@ -38,9 +38,10 @@ def _planned(name: str, **config):
     return model, net, {node: MATERIALIZE_AS[d.precision] for node, d in decisions.items()}
 
 
-# transformer: the check materialises (its mask) and the plan stays: reused; t5: fewest Casts moves
-# nodes after the check: materialised again; nafnet: nothing beyond FP16's range, no check to reuse.
-@pytest.mark.parametrize("name, fewest_casts, reused", [("transformer", True, True), ("t5", True, False),
+# transformer: the check materialises (its mask) and the plan stays: reused; t5: the check materialises
+# (its GELU's x^3, tolerated: saturating_chains.py) and fewest Casts moves nothing after it: reused; nafnet:
+# nothing beyond FP16's range, no check to reuse. A plan changed after the check: the test below.
+@pytest.mark.parametrize("name, fewest_casts, reused", [("transformer", True, True), ("t5", True, True),
                                                         ("nafnet", True, False)])
 def test_the_stage_materialisation_equals_a_fresh_one(name, fewest_casts, reused):
     model, net, plan = _planned(name, auto={"fewest_casts": fewest_casts, "island_size": 2})

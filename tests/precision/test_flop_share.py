@@ -35,7 +35,7 @@ def share(model, feeds, *, measured: bool, **config):
         record_feed_shapes(net, feeds)
     config.setdefault("auto", {"max_abs": 1e4 if measured else None})
     decisions, _ = plan_precision(net, precision_config(**config), [feeds] if measured else None)
-    return totals(net, decisions, {"casts_added": {"count": 0}})
+    return totals(net, decisions, {"casts_added": {"count": 0}, "casts": {"once": 0, "per_step": {}}})
 
 
 @pytest.mark.parametrize("measured", [True, False])

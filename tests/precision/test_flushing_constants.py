@@ -11,7 +11,7 @@ from onnx import helper, numpy_helper
 from tests.precision.graphs import make_model, value
 from tests.precision.models import precision_config
 from tests.precision.test_auto_rules import builtin_plan, plan
-from tests.precision.test_stored_tensors import emulated, run_stage
+from tests.precision.test_stored_tensors import emulated, run_stage, without_check
 from trtpipe.precision.auto.auto_constants import EFFECT_LIMIT, MEASURE_FROM
 from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
 from trtpipe.precision.plan.planner import plan_precision
@@ -95,20 +95,37 @@ def test_a_weight_that_flushes_entirely_keeps_the_matmul_fp32(tmp_path, with_dat
     candidate, _ = run_stage(tmp_path, model, feeds)
     expected, got = emulated(model, candidate, feeds)
     np.testing.assert_allclose(got, expected, rtol=1e-2, atol=1e-2 * np.abs(expected).max())
-    naive, _ = run_stage(tmp_path / "naive", model, feeds, auto={"constants": "off"})
+    # (The stored-tensor check also keeps the Transpose's output, the weight moved, FP32: put back in fp16.)
+    _, naive_plan = run_stage(tmp_path / "naive", model, feeds, auto={"constants": "off"})
+    naive = without_check(model, naive_plan)
     assert not np.abs(emulated(model, naive, feeds)[1]).any() and np.abs(expected).any()
 
 
-def test_a_flushing_epsilon_still_keeps_its_consumer_fp32_with_data():
+@pytest.mark.parametrize("reader", ["Relu", "Log"])
+def test_a_flushing_epsilon_is_judged_by_its_effect_unless_it_guards(reader):
+    # Added to what Relu reads, a 1e-12 epsilon changes nothing measurable: fp16 (issue 21 item 7). Added
+    # to what Log reads, it guards against zeros the samples may not contain: its Add stays fp32.
     x = value("x", [2, 4])
     eps = numpy_helper.from_array(np.array(1e-12, np.float32), "eps")
     nodes = [helper.make_node("Add", ["x", "eps"], ["s"], name="add_eps"),
-             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+             helper.make_node(reader, ["s"], ["y"], name="reader")]
     model = make_model(nodes, [x], [value("y", [2, 4])], [eps])
-    feeds = {"x": RNG.standard_normal([2, 4]).astype(np.float32)}
-    decisions, flushing = constants_record(model, feeds)  # its measured effect is nil: small tensors count anyway
-    assert decisions["add_eps"].precision == "fp32" and "epsilon" in decisions["add_eps"].reason
-    assert flushing[0]["consumers"][0]["keeps_fp32"]
+    feeds = {"x": RNG.uniform(0.5, 2.0, [2, 4]).astype(np.float32)}
+    decisions, flushing = constants_record(model, feeds)
+    [consumer] = flushing[0]["consumers"]
+    if reader == "Relu":
+        assert decisions["add_eps"].precision == "fp16" and not consumer["keeps_fp32"]
+        assert consumer["output_change"] == 0.0 and "measured on the sample inputs" in consumer["measure"]
+    else:
+        assert decisions["add_eps"].precision == "fp32" and "guards against zeros" in decisions["add_eps"].reason
+        assert consumer["keeps_fp32"]
+        # The Log it guards stays FP32 too: cast to fp16 between them, the epsilon would flush again (the
+        # samples hold no value small enough for the stored-tensor check to see it).
+        assert decisions["reader"].precision == "fp32" and "guarded by constant eps" in decisions["reader"].reason
+        assert consumer["guarded_readers_kept_fp32"] == ["reader"]
+    # Without data nothing is measured: an epsilon flushing entirely keeps its Add fp32 either way.
+    decisions, _ = constants_record(model)
+    assert decisions["add_eps"].precision == "fp32"
 
 
 def test_the_attention_mask_is_still_protected_with_data():

@@ -6,7 +6,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.onnxmodel.onnx_io import load_model, save_model
-from trtpipe.cache.files import link_or_copy
+from trtpipe.cache.files import copy_file
 
 
 def test_external_data_stays_readable_after_publishing(tmp_path):
@@ -22,6 +22,6 @@ def test_external_data_stays_readable_after_publishing(tmp_path):
                          entry / "model.onnx", external_threshold_bytes=0)
     assert len(written) == 2  # the model and its .data file
     for path in written:
-        link_or_copy(path, run / path.name)
+        copy_file(path, run / path.name)
     for model in (entry / "model.onnx", run / "model.onnx"):
         assert load_model(model).graph.initializer[0].dims == [64, 64]

@@ -158,7 +158,7 @@ def test_without_tensorrt_the_build_is_deferred_with_both_trtexec_commands_and_a
 @no_tensorrt
 def test_on_missing_error_fails_with_what_is_missing_and_what_to_install(tmp_path):
     inputs = write_inputs(tmp_path / "in")
-    with pytest.raises(StageFailed, match=r"'tensorrt' cannot be imported.*on_missing=error.*trtpipe\[tensorrt\]"):
+    with pytest.raises(StageFailed, match=r"'tensorrt' cannot be imported.*on_missing=error.*pip install tensorrt-cu13"):
         BuildEngine().run(inputs, config(tmp_path, on_missing="error"), mk(tmp_path / "out"))
 
 

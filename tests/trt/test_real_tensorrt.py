@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.tensorrt
 tensorrt = pytest.importorskip(
-    "tensorrt", reason='needs TensorRT and an NVIDIA GPU: pip install "trtpipe[tensorrt]" on a GPU machine')
+    "tensorrt", reason="needs TensorRT and an NVIDIA GPU: pip install tensorrt-cu13 (or tensorrt-cu12) on a GPU machine")
 
 from omegaconf import OmegaConf  # noqa: E402
 

@@ -70,7 +70,8 @@ def test_without_tensorrt_the_error_names_the_module_the_cause_and_the_fix():
     availability = backend().availability()
     assert not availability.available
     assert "'tensorrt'" in availability.problem and "ModuleNotFoundError" in availability.problem
-    assert 'pip install "trtpipe[tensorrt]"' in availability.fix and "tensorrt-cu12" in availability.fix
+    assert "pip install tensorrt-cu13" in availability.fix and "pip install tensorrt-cu12" in availability.fix
+    assert "trtpipe[" not in availability.fix  # trtpipe is not on the package index: no extra to name
     with pytest.raises(TensorRTUnavailable, match="cannot be imported.*Fix: install TensorRT"):
         import_tensorrt()
 

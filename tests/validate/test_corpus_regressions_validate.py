@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.validate.graphs import FP32, make_model
-from trtpipe.errors import UserError
+from trtpipe.errors import TrtpipeGraphError, UserError
 from trtpipe.validate.compare import Tolerances, compare_candidate
 from trtpipe.numerics.metrics import output_metrics
 from trtpipe.numerics.ort_session import OrtSession, ort_reason
@@ -45,10 +45,11 @@ def test_a_model_onnx_runtime_cannot_run_on_the_inputs_is_a_user_error():
     assert "data.inputs" in str(error.value)
 
 
-def test_a_graph_trtpipe_built_keeps_onnx_runtime_s_own_error():
-    # Not the user's model (the emulation): a failure there is trtpipe's, not a user error.
-    with pytest.raises(Exception) as error:
-        OrtSession(_bernoulli_model())
+def test_a_graph_trtpipe_built_fails_as_trtpipe_s_own_graph():
+    # Not the user's model (the emulation): a failure there is trtpipe's, not a user error, and says so.
+    with pytest.raises(TrtpipeGraphError, match=r"cannot load trtpipe's own graph \(the emulation\), not the model") \
+            as error:
+        OrtSession(_bernoulli_model(), graph="the emulation")
     assert not isinstance(error.value, UserError)
 
 

@@ -15,8 +15,10 @@ Decisions:
   (entry_schema.py: plain file names, field types, the expected stage and key), and
   every file's sha256 matches; otherwise it is discarded with a warning and rebuilt.
 - Only marked temporaries whose writer's lock is free are ever deleted (cache_dir.py).
-- Locks are `filelock` (flock on POSIX): the kernel releases them when the holder
-  dies, so a dead process never blocks others.
+- Locks are flocks (locks.py): the kernel releases them when the holder dies, so a dead
+  process never blocks others, and a wait that times out means a live holder.
+- An OSError on the bookkeeping (marker, locks, miss index) is a UserError naming the file
+  (files.cache_errors_as_user_errors): full disk, no permission, a link loop.
 """
 
 from __future__ import annotations
@@ -28,14 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from filelock import FileLock, Timeout
-
-from trtpipe.errors import StageFailed
-from trtpipe.cache.cache_dir import Temporary, claim_cache_dir, remove_dead_temporaries
+from trtpipe.errors import UserError
+from trtpipe.cache.cache_dir import (
+    Temporary,
+    claim_cache_dir,
+    real_folder,
+    refuse_linked_file,
+    remove_dead_temporaries,
+)
 from trtpipe.cache.entry_schema import record_problem
 from trtpipe.cache.explain import explain_miss
-from trtpipe.cache.files import disk_errors_as_user_errors, ensure_writable_dir, write_atomic
+from trtpipe.cache.files import cache_errors_as_user_errors, disk_errors_as_user_errors, ensure_writable_dir, write_atomic
 from trtpipe.cache.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
+from trtpipe.cache.locks import held
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +110,8 @@ class ArtifactCache:
             return CacheResult(entry, "ran", reason)
 
     def _entry_dir(self, stage: str, key: str) -> Path:
-        return self.root / "entries" / stage / key
+        """entries/<stage>/<key>; entries/<stage> must be a real folder (`real_folder`, exit 2 otherwise)."""
+        return real_folder(self.root, "entries", stage) / key
 
     def _load(self, stage: str, key: str, required: tuple[str, ...] = ()) -> tuple[CacheEntry | None, str | None]:
         directory = self._entry_dir(stage, key)
@@ -113,6 +121,8 @@ class ArtifactCache:
             return None, "the entry is not a directory"
         try:
             record = json.loads((directory / ENTRY_FILE).read_text())
+        except PermissionError:
+            _refuse_private_entry(directory)
         except (OSError, ValueError) as error:
             return None, f"{ENTRY_FILE} unreadable: {error}"
         problem = record_problem(record, stage, key, directory)
@@ -121,8 +131,11 @@ class ArtifactCache:
         if _key_of(record["material"]) != key:
             return None, f"{ENTRY_FILE}: its material does not hash to its key"
         for name, digest in record["files"].items():
-            if sha256_file(directory / name) != digest:
-                return None, f"{name} does not match its recorded sha256"
+            try:
+                if sha256_file(directory / name) != digest:
+                    return None, f"{name} does not match its recorded sha256"
+            except PermissionError:
+                _refuse_private_entry(directory)
         outputs = record["outputs"]
         missing = [kind for kind in required if kind not in outputs]
         if missing:
@@ -154,8 +167,7 @@ class ArtifactCache:
                     **result,
                 }
                 write_atomic(tmp / ENTRY_FILE, json.dumps(record, indent=2, sort_keys=True).encode())
-                final = self._entry_dir(stage, key)
-                final.parent.mkdir(parents=True, exist_ok=True)
+                final = self._entry_dir(stage, key)  # checked again just before the rename
                 os.rename(tmp, final)
         finally:
             if temporary is not None:
@@ -172,40 +184,42 @@ class ArtifactCache:
                 return
 
     def _lock(self, stage: str, key: str):
-        lock = FileLock(str(self.root / "locks" / f"{key}.lock"))
-        # filelock's acquire returns a context manager that releases the lock on exit.
-        try:
-            return lock.acquire(timeout=0.05)
-        except Timeout:
-            log.info("%s: waiting for another process computing the same entry (%s…)", stage, key[:12])
-            try:
-                return lock.acquire(timeout=self.lock_timeout)
-            except Timeout as error:
-                raise StageFailed(
-                    f"{stage}: waited {self.lock_timeout:.0f} s for the lock {lock.lock_file}; "
-                    "if no other trtpipe job is running, delete that file"
-                ) from error
+        path = self.root / "locks" / f"{key}.lock"
+        refuse_linked_file(self.root, path)
+        return held(path, self.lock_timeout, stage=stage, purpose=f"which is computing the same entry ({key[:12]}…)")
 
     def _index_path(self, stage: str) -> Path:
         return self.root / "index" / f"{stage}.json"
 
     def _previous_materials(self, stage: str) -> list[dict]:
+        if self._index_path(stage).is_symlink():  # never read through a link (write_atomic replaces it)
+            return []
         try:
             return [item["material"] for item in json.loads(self._index_path(stage).read_text())]
         except (OSError, ValueError, KeyError, TypeError):
             return []
 
     def _remember(self, stage: str, key: str, material: dict) -> None:
-        with FileLock(str(self.root / "locks" / f"index-{stage}.lock"), timeout=60):
+        lock = self.root / "locks" / f"index-{stage}.lock"
+        refuse_linked_file(self.root, lock)
+        with held(lock, 60, purpose="which is updating the miss index", announce=False):
             try:
-                items = json.loads(self._index_path(stage).read_text())
+                items = [] if self._index_path(stage).is_symlink() else json.loads(self._index_path(stage).read_text())
             except (OSError, ValueError):
                 items = []
             if not isinstance(items, list):  # a damaged index only loses miss explanations
                 items = []
             items = [i for i in items if isinstance(i, dict)]
             items = [{"key": key, "material": material}] + [i for i in items if i.get("key") != key]
-            write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
+            with cache_errors_as_user_errors(self._index_path(stage), "miss index"):
+                write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
+
+
+def _refuse_private_entry(directory: Path) -> None:
+    """An entry another user made from a model only they may read: their files keep its
+    permissions (files.narrow_modes), so it is neither trusted blind nor deleted: exit 2."""
+    raise UserError(f"cache entry {directory} is not readable for you: another user made it from a model "
+                    "only they may read", "set cache.dir (or TRTPIPE_CACHE) to a cache of your own")
 
 
 def _key_of(material: dict) -> str | None:

@@ -28,12 +28,14 @@ import fcntl
 import json
 import logging
 import os
+import shlex
 import shutil
+import stat
 import uuid
 from pathlib import Path
 
 from trtpipe.errors import UserError
-from trtpipe.cache.files import write_atomic
+from trtpipe.cache.files import cache_errors_as_user_errors, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +66,50 @@ def claim_cache_dir(root: Path) -> None:
                             fix_hint)
         if children:
             log.info("adopting the trtpipe cache %s written before caches were marked", root)
-        write_atomic(marker, json.dumps({"tool": "trtpipe", "format": CACHE_FORMAT}).encode())
+        with cache_errors_as_user_errors(marker, "marker"):
+            write_atomic(marker, json.dumps({"tool": "trtpipe", "format": CACHE_FORMAT}).encode())
     for sub in SUBDIRS:
         linked = root / sub
         if linked.is_symlink():  # tmp/ above all: cleanup must never reach through a link
             raise UserError(f"the cache's {sub}/ ({linked}) is a symbolic link; trtpipe writes and cleans "
                             "only real folders inside its cache (link the whole cache.dir instead)",
                             f"rm {linked}  (trtpipe recreates {sub}/ as a folder)")
-        linked.mkdir(exist_ok=True)
+        with cache_errors_as_user_errors(linked, "folder"):
+            linked.mkdir(exist_ok=True)
+
+
+def real_folder(root: Path, *parts: str) -> Path:
+    """`root/parts...`, each level created as a real folder if missing; a level that is a symbolic
+    link, or not a folder, is refused (exit 2) before anything is written or deleted under it.
+
+    Decision (issue 22, item 2): a symlinked `entries/<stage>` made trtpipe publish new entries
+    outside the cache, and a folder out there that happened to carry a key's name was
+    "discarded" (deleted). Every level trtpipe writes or deletes under is checked with lstat."""
+    path = root
+    for part in parts:
+        path = path / part
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            _refuse(root, path, "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a folder")
+    return path
+
+
+def refuse_linked_file(root: Path, path: Path) -> None:
+    """A file trtpipe writes, locks or replaces in its cache (a lock, the memo, the miss index)
+    that is a symbolic link: refused (exit 2), never opened through the link."""
+    if os.path.islink(path):
+        _refuse(root, path, "a symbolic link")
+
+
+def _refuse(root: Path, path: Path, what: str) -> None:
+    name = path.relative_to(root).as_posix()
+    raise UserError(f"the cache's {name} ({path}) is {what}; trtpipe writes and deletes only real files and "
+                    "folders inside its cache (link the whole cache.dir instead)",
+                    f"rm {shlex.quote(str(path))}  (trtpipe recreates it)")
 
 
 def is_trtpipe_cache(root: Path) -> bool:
@@ -97,6 +135,13 @@ def _check_marker(marker: Path, fix_hint: str) -> None:
         if marker.is_symlink():
             raise ValueError("a symbolic link")
         record = json.loads(marker.read_text())
+    except PermissionError as error:
+        # Issue 22, item 16: another user's cache (its marker written under umask 077) is not
+        # "not a trtpipe cache marker": it is one this user may not read.
+        raise UserError(f"the cache marker {marker} cannot be read ({os.strerror(error.errno or 0)}): the cache "
+                        "belongs to another user, or its permissions keep you out",
+                        "set cache.dir (or TRTPIPE_CACHE) to a folder of your own, or ask the cache's owner to "
+                        "make it readable and writable for you") from None
     except (OSError, ValueError):
         record = None
     if not isinstance(record, dict) or record.get("tool") != "trtpipe" or type(record.get("format")) is not int:
@@ -120,7 +165,7 @@ class Temporary:
         self.container = tmp_root / uuid.uuid4().hex
         self.container.mkdir()
         partial = self.container / f".{TMP_MARKER}.partial"
-        self._fd = os.open(partial, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+        self._fd = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_RDWR | os.O_CLOEXEC, 0o644)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         os.write(self._fd, b"trtpipe temporary: deleted by trtpipe once no process holds this lock\n")
         os.rename(partial, self.container / TMP_MARKER)

@@ -1,10 +1,11 @@
-"""Small file-system primitives: atomic writes, linking, disk errors as user errors."""
+"""Small file-system primitives: atomic writes, private copies, disk errors as user errors."""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
-import shutil
+import stat
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,8 @@ from trtpipe.errors import UserError
 
 # Errors the user fixes on their side (disk full, read-only or forbidden location).
 # EFBIG: a file-size limit (ulimit -f, quota) reached.
+_FICLONE = 0x40049409  # linux/fs.h: share the source's blocks (a reflink)
+_CHUNK_BYTES = 1 << 30
 _USER_FIXABLE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
@@ -30,25 +33,80 @@ def write_atomic(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def link_or_copy(source: Path, target: Path) -> None:
-    """Hard-link (instant, no extra disk) where possible, else copy.
+def copy_file(source: Path, target: Path) -> None:
+    """Copy `source` to a new file `target` with the same permission bits: a reflink where the
+    file system offers one (btrfs, XFS: instant, no extra disk), else a copy in the kernel.
 
-    Decision: the run directory gets its own names for the cached files so that an
-    archived run directory is self-contained; a hard link costs nothing, and a later
-    edit of the linked file is caught by the cache's digest check. Except external
-    data: onnx (1.23) refuses to read an external-data file with more than one hard
-    link (or a symlink), so linking would make the cache entry itself unreadable;
-    those are copied (copy_file_range on Linux: fast, and a reflink where supported).
+    Decision (issue 22, item 6): the run directory's files are the user's, never hard links to
+    the cache's. With a link, editing run1/precision/precision_plan.json in place changed the
+    cache entry and every other run directory's copy (and broke their manifests); a read-only
+    link is no better (an editor may chmod it, or write through it). A copy's bytes are the
+    entry's, so the manifest's digests hold. `target` is replaced, never written through: an
+    older run's hard link (or a symlink) at that name is unlinked first, so nothing it points
+    to changes.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
-    if source.suffix != ".onnx" and source.name.endswith(".data"):
-        shutil.copyfile(source, target)
-        return
+    source_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
+        mode = stat.S_IMODE(os.fstat(source_fd).st_mode)
+        target_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            copy_fd(source_fd, target_fd)
+            os.fchmod(target_fd, mode)  # the permissions follow the source (item 8), whatever the umask
+        finally:
+            os.close(target_fd)
+    finally:
+        os.close(source_fd)
+
+
+def copy_fd(source_fd: int, target_fd: int) -> None:
+    """Copy the whole of `source_fd` into the empty `target_fd`: FICLONE, else copy_file_range, else read/write."""
+    try:
+        fcntl.ioctl(target_fd, _FICLONE, source_fd)
+        return
+    except OSError:  # no reflinks here (ext4, tmpfs, another file system): copy
+        pass
+    size = os.fstat(source_fd).st_size
+    offset = 0
+    while offset < size:
+        try:
+            copied = os.copy_file_range(source_fd, target_fd, min(size - offset, _CHUNK_BYTES), offset)
+        except OSError as error:
+            if error.errno in _USER_FIXABLE_ERRNOS:
+                raise
+            copied = _copy_by_reading(source_fd, target_fd, offset, min(size - offset, _CHUNK_BYTES))
+        if copied == 0:
+            raise OSError(errno.EIO, f"the file ended at byte {offset} of {size} while it was copied")
+        offset += copied
+
+
+def _copy_by_reading(source_fd: int, target_fd: int, offset: int, length: int) -> int:
+    data = os.pread(source_fd, length, offset)
+    os.lseek(target_fd, offset, os.SEEK_SET)
+    os.write(target_fd, data)
+    return len(data)
+
+
+def narrow_modes(out_dir: Path, inputs: list[Path]) -> None:
+    """Take from every file under `out_dir` the read and write bits for group and others that
+    some input file lacks: outputs are never more readable than what they are made of.
+
+    Decision (issue 22, item 8): a model kept 0600 (its weights are confidential) was
+    written to the cache and the run directory as 0644 (the umask's default); the weights,
+    cast or not, are in those files. An input that cannot be stat'ed narrows nothing."""
+    allowed = 0o077
+    for path in inputs:
+        try:
+            allowed &= os.stat(path).st_mode
+        except OSError:
+            continue
+    taken = 0o077 & ~allowed
+    if not taken:
+        return
+    for path in Path(out_dir).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, stat.S_IMODE(path.stat().st_mode) & ~taken)
 
 
 @contextmanager
@@ -62,6 +120,42 @@ def disk_errors_as_user_errors(where: Path):
                 "free disk space or choose a writable directory (cache.dir, TRTPIPE_CACHE or hydra.run.dir)",
             ) from error
         raise
+
+
+# The same, plus a symbolic-link loop (ELOOP: also what O_NOFOLLOW gives for a link) and a
+# path component that is not a folder: damage to the cache's layout the user removes.
+_CACHE_FIXABLE_ERRNOS = _USER_FIXABLE_ERRNOS | {errno.ELOOP, errno.ENOTDIR}
+
+
+@contextmanager
+def cache_errors_as_user_errors(path: Path, what: str):
+    """An OSError on the cache's bookkeeping (marker, locks, digest memo, miss index) as a UserError
+    in one line: the file, the reason, and a fix for that reason.
+
+    Decision: these files are the cache's, not the stage's, so no stage failed; the fixes are the
+    user's (free space, a cache of one's own, remove a link), exit 2. Any other errno is left to
+    propagate (a defect, reported as such)."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in _CACHE_FIXABLE_ERRNOS:
+            raise
+        where = Path(error.filename) if isinstance(error.filename, str) else Path(path)
+        cache = _cache_root_of(Path(path))
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            fix = f"free space on the disk holding {cache}, or set TRTPIPE_CACHE (or cache.dir) to a folder on a disk with room"
+        elif error.errno in (errno.ELOOP, errno.ENOTDIR):
+            fix = f"rm {where}  (a symbolic link or a file in the way; trtpipe recreates it)"
+        else:
+            fix = (f"use a cache you can write: set TRTPIPE_CACHE (or cache.dir) to a folder of your own, "
+                   f"or ask the owner of {cache} to give you write access to it")
+        raise UserError(f"cannot use the cache's {what} {where}: {os.strerror(error.errno)}", fix) from error
+
+
+def _cache_root_of(path: Path) -> Path:
+    """The cache folder above a bookkeeping file (locks/x.lock, index/x.json) or the file's own folder."""
+    parent = path.parent
+    return parent.parent if parent.name in ("locks", "index", "tmp", "entries") else parent
 
 
 def ensure_writable_dir(path: Path, what: str, fix: str) -> Path:

@@ -1,7 +1,7 @@
 """Copy each stage's cache entry into the run directory, in the background.
 
 Decision: the run directory gets its own copies of the cached files (see
-`files.link_or_copy`), but no later stage reads them: stages read the cache
+`files.copy_file`), but no later stage reads them: stages read the cache
 entries. So the copies run on a worker thread while the next stage computes
 (`copy_file_range` releases the GIL), and the pipeline waits for them before it
 writes the manifest. On a 2.7 GB model this takes 2-3 s of data-file copies
@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from trtpipe.cache.cache import CacheEntry
-from trtpipe.cache.files import disk_errors_as_user_errors, link_or_copy
+from trtpipe.cache.files import copy_file, disk_errors_as_user_errors
 
 
 class RunDirPublisher:
@@ -24,10 +24,10 @@ class RunDirPublisher:
         self._pending: list[Future] = []
 
     def publish(self, entry: CacheEntry, stage_name: str) -> dict[str, dict[str, str]]:
-        """Start linking every file of the entry into run_dir/<stage>/; returns the outputs' manifest record."""
+        """Start copying every file of the entry into run_dir/<stage>/; returns the outputs' manifest record."""
         stage_dir = self.run_dir / stage_name
         for name in entry.record["files"]:
-            self._pending.append(self._pool.submit(link_or_copy, entry.directory / name, stage_dir / name))
+            self._pending.append(self._pool.submit(copy_file, entry.directory / name, stage_dir / name))
         return {
             kind: {"path": f"{stage_name}/{value['file']}", "sha256": value["sha256"]}
             for kind, value in sorted(entry.record["outputs"].items())  # same order for ran and cached

@@ -69,6 +69,11 @@ def _check_tolerances(cfg: DictConfig) -> None:
     precision = cfg.get("precision")
     search = precision.get("search") if isinstance(precision, DictConfig) else None
     check_tolerances(plain(cfg.get("validate")), plain(search))
+    validate = cfg.get("validate")
+    share = validate.get("min_compared") if isinstance(validate, DictConfig) else None
+    if share is not None and not 0.0 <= float(share) <= 1.0:
+        raise UserError(f"validate.min_compared is {share}, not a share of positions between 0 and 1",
+                        "validate.min_compared=0.5 (0 compares whatever is finite, however little)")
 
 
 def _check_input_specs(cfg: DictConfig) -> None:
@@ -109,12 +114,24 @@ def config_error(error: BaseException) -> UserError:
     # The whole message on one line: Hydra's later lines list the available options.
     first_line = " ".join(str(error).split()) or type(error).__name__
     if "Could not find 'recipe/" in str(error):
-        options = _registered_recipes()
-        return UserError(
-            f"config: {first_line}",
-            f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES",
-        )
+        return _unknown_recipe(str(error))
     return UserError(f"config: {first_line}", "check the override's spelling; `trtpipe --cfg job` prints the config")
+
+
+def _unknown_recipe(message: str) -> UserError:
+    """`+recipe=transformer_fp61`: name the recipe, the closest one as a pasteable fix, then the
+    rest; Hydra's config search path is its internals, not the user's problem (issue 24, item 6)."""
+    import re
+
+    asked = (re.search(r"Could not find 'recipe/([^']*)'", message) or [None, "?"])[1]
+    options = _registered_recipes()
+    close = get_close_matches(asked, options, n=1, cutoff=0.5)
+    if close:
+        return UserError(f"there is no recipe '{asked}' (the closest is '{close[0]}')",
+                         f"replace '+recipe={asked}' with '+recipe={close[0]}' (recipes: {', '.join(options)}; "
+                         "trtpipe --help describes them)")
+    return UserError(f"there is no recipe '{asked}'",
+                     f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES")
 
 
 def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserError:

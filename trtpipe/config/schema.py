@@ -74,6 +74,9 @@ class DataConfig:
     # precision.rules) so `+data.inputs.NAME={low:0,high:30522,dtype:int64}` works on the
     # command line; each entry's fields are checked by trtpipe.config.check.
     inputs: Dict[str, Any] = field(default_factory=dict)
+    # inf/NaN in the sample inputs is refused (exit 2): positions where the reference is inf/NaN
+    # cannot be compared. true: the model is meant to take them (validate.min_compared still applies).
+    allow_nonfinite: bool = False
 
 
 @dataclass
@@ -82,6 +85,9 @@ class AutoPrecisionConfig:
     # sample inputs; null disables the rule. 4096 leaves 16x headroom below FP16's 65504
     # for inputs larger than the samples.
     max_abs: Optional[float] = 4096.0
+    # The same rule for the output of a MatMul/Gemm/Conv/ConvTranspose (auto_range.py: its sums
+    # accumulate in FP32 inside the kernel, only the stored output is FP16); null: max_abs.
+    heavy_max_abs: Optional[float] = None
     # Constants beyond FP16's range or flushing to zero: keep_fp32 | saturate | off.
     constants: str = "keep_fp32"
     # LayerNorm/RMSNorm groups (decomposed or fused) and Softmax are each one unit: FP32 as a
@@ -162,6 +168,12 @@ class ToleranceConfig:
     cosine_min: Optional[float] = 0.999
     # Image (4-D) outputs only.
     psnr_min: Optional[float] = 40.0
+    # Image (4-D) outputs only: the share of elements more than one level off once both are
+    # quantised to 8 bits over the reference's range (an upper bound in [0, 1]).
+    pixels_off_8bit: Optional[float] = None
+    # Outputs with a class axis (axis 1 of 4-D, else the last): the share of positions whose
+    # arg-max agrees (a lower bound in [0, 1]); for probability / logit outputs.
+    argmax_agree_min: Optional[float] = None
 
 
 @dataclass
@@ -180,6 +192,9 @@ class ValidateConfig:
     localize_threshold: float = 0.01
     # accuracy.png: per node, reference magnitude against the FP16 limit and the error.
     plot: bool = True
+    # The share of each output's positions that must be compared (where the reference is
+    # finite); an output compared at fewer, or empty, fails: no pass with nothing compared.
+    min_compared: float = 0.5
 
 
 @dataclass

@@ -11,7 +11,8 @@ Decisions:
   `abs_p99`, `rel_p99`, `rel_l2`) are >= 0 and finite (0 demands equality;
   to judge nothing, leave the bound null); `psnr_min` finite (a PSNR in dB is
   any real number, +inf would demand bit-equality, which `max_abs: 0` says
-  plainly). NaN is refused everywhere: it would compare false and pass all.
+  plainly); the shares `pixels_off_8bit` and `argmax_agree_min` in [0, 1] (a
+  share of elements or positions). NaN is refused everywhere: it would compare false and pass all.
 - A per-output entry must be a mapping of known keys (the same keys as
   `validate.tolerance`); the key is named in full.
 """
@@ -24,7 +25,8 @@ from collections.abc import Mapping
 from trtpipe.errors import UserError
 
 ERROR_BOUNDS = ("max_abs", "max_rel", "abs_p99", "rel_p99", "rel_l2")
-KEYS = (*ERROR_BOUNDS, "cosine_min", "psnr_min")
+SHARES = ("pixels_off_8bit", "argmax_agree_min")
+KEYS = (*ERROR_BOUNDS, "cosine_min", "psnr_min", *SHARES)
 
 
 def check_tolerances(validate: Mapping | None, search: Mapping | None) -> None:
@@ -65,8 +67,11 @@ def _out_of_range(key: str, value: float) -> str | None:
         return "an error bound is a finite number >= 0"
     if key == "psnr_min" and not math.isfinite(value):
         return "a PSNR bound is a finite number of dB (to demand equality, set max_abs: 0)"
+    if key in SHARES and not 0.0 <= value <= 1.0:
+        return "a share of elements lies in [0, 1]"
     return None
 
 
 def _example(key: str) -> str:
-    return {"cosine_min": "0.999", "psnr_min": "40", "rel_l2": "0.044"}.get(key, "0.01")
+    return {"cosine_min": "0.999", "psnr_min": "40", "rel_l2": "0.044", "pixels_off_8bit": "0.01",
+            "argmax_agree_min": "0.999"}.get(key, "0.01")

@@ -79,11 +79,14 @@ def promote_outputs(
     match: str = "exact",
     as_type: str = "fp32",
     warn_above: int = 16,
+    hard_links_ok: bool = False,
 ) -> dict:
-    """Read `src`, add the chosen tensors as graph outputs, write `dst`; returns a JSON-serialisable report."""
+    """Read `src`, add the chosen tensors as graph outputs, write `dst`; returns a JSON-serialisable report.
+
+    `hard_links_ok`: `src` is trtpipe's own file (see `onnx_io.load_model`)."""
     _check_choice("match", match, MATCH_KINDS)
     _check_choice("as_type", as_type, AS_TYPES)
-    model = load_model(Path(src), weights_on_disk=True)
+    model = load_model(Path(src), weights_on_disk=True, hard_links_ok=hard_links_ok)
     graph = model.graph
     outputs_before = [value.name for value in graph.output]
 

@@ -36,13 +36,14 @@ logger = logging.getLogger(__name__)
 
 def upgrade_model(
     src: Path, dst: Path, *, target_opset: int = 17, fuse_layernorm: bool = True,
-    link_data_under: Path | None = None,
+    link_data_under: Path | None = None, hard_links_ok: bool = False,
 ) -> dict:
     """Read `src`, convert and fuse, write `dst`; returns a JSON-serialisable report.
 
     `link_data_under`: see `onnx_io.save_model` (the runner passes the cache's entries).
+    `hard_links_ok`: `src` is trtpipe's own file (see `onnx_io.load_model`).
     """
-    source = load_model(Path(src), weights_on_disk=True)
+    source = load_model(Path(src), weights_on_disk=True, hard_links_ok=hard_links_ok)
     opset_before = default_opset(source)
     model = convert_opset(source, target_opset)
     opset_after = default_opset(model)

@@ -32,7 +32,7 @@ class EmulatedRunner:
         runnable = self.emulation.model
         if expose_intermediates:
             runnable = with_extra_outputs(runnable, self.emulation.float_tensors)
-        self._session = OrtSession(runnable)
+        self._session = OrtSession(runnable, graph="the FP16/BF16 emulation graph of the candidate model")
 
     @property
     def producers(self) -> dict[str, tuple[str, str]]:

@@ -49,6 +49,26 @@ is finite; a non-finite reference value is no target, so it is left out):
   lies in [0, 1] (the usual normalised image) and otherwise the reference's
   dynamic range (max - min; max|ref| if that is 0, 1.0 if both are 0).
   Identical outputs give +inf, a non-finite candidate -inf.
+- `pixels_off_8bit`: only for 4-D (image) outputs, None otherwise. The share of
+  elements whose 8-bit value moves by more than one level when both outputs are
+  quantised as the image would be saved: level = round(255 * (x - low) / peak),
+  clipped to [0, 255], with low = 0 and peak = 1 for a [0, 1] reference and
+  otherwise low = min(ref) and peak = `image_peak` (the reference's dynamic
+  range). Why more than one level: two correct implementations round a value
+  that sits near a level boundary to neighbouring levels, so a one-level move is
+  what any faithful recomputation gives (FP16 RMS error of 0.4 level moves about
+  a third of the pixels by one); a move of two levels or more is a change the
+  output's users could see. A non-finite candidate value counts as moved.
+- `argmax_agree`: the share of positions whose arg-max over the class axis is
+  the same in the candidate as in the reference (a classifier's decision, a
+  segmentation map's label). The class axis is axis 1 of a 4-D (NCHW) output
+  and the last axis otherwise; None when that axis has fewer than 2 elements
+  (a one-channel mask, a scalar) or the output has more than 4 dims. A position
+  where the candidate picks a class the reference ties for its maximum agrees; one
+  where the candidate holds a NaN disagrees.
+  Reported for every output that has a class axis, also where it means nothing
+  (hidden states): only a bound the user sets on a probability or logit output
+  (`argmax_agree_min`) judges it.
 - An output with no position to judge (empty, or a reference without a
   finite value) has no error: 0 (every error measure), cosine 1.0, psnr +inf. Judging it as
   undefined failed every empty output (corpus: ReduceMax of an empty set,
@@ -88,6 +108,10 @@ class OutputMetrics:
     # the same sign for an inf): the first is reported, the second fails (validate/compare.py).
     ref_nonfinite: int = 0
     ref_nonfinite_mismatch: int = 0
+    # The users' criteria (module docstring): None where not applicable, and in reports
+    # written before they existed.
+    pixels_off_8bit: float | None = None
+    argmax_agree: float | None = None
 
     def to_json(self) -> dict:
         return {key: json_float(value) for key, value in asdict(self).items()}
@@ -96,7 +120,7 @@ class OutputMetrics:
     def from_json(cls, data: dict) -> "OutputMetrics":
         # Reports older than the reference counts lack them: their defaults (0) stand.
         values = {f.name: (None if data[f.name] is None else float(data[f.name])) for f in fields(cls)
-                  if f.name in data or f.name not in COUNTS}
+                  if f.name in data or f.name not in (*COUNTS, *OPTIONAL)}
         for name in COUNTS:
             if name in values:
                 values[name] = int(values[name])
@@ -133,7 +157,8 @@ def output_metrics(reference: np.ndarray, candidate: np.ndarray) -> OutputMetric
     if ref.size == 0:  # nothing to judge (an empty tensor, or no finite reference value): no error
         return OutputMetrics(max_abs=0.0, mean_abs=0.0, max_rel=0.0, abs_p99=0.0, rel_p99=0.0, rel_l2=0.0,
                              cosine=1.0, psnr=math.inf if reference.ndim == 4 else None, nonfinite=nonfinite,
-                             **counts)
+                             **counts, pixels_off_8bit=0.0 if reference.ndim == 4 else None,
+                             argmax_agree=None if class_axis(reference) is None else 1.0)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(cand - ref)
     error[broken] = np.inf
@@ -151,6 +176,8 @@ def output_metrics(reference: np.ndarray, candidate: np.ndarray) -> OutputMetric
         psnr=psnr(ref, error) if reference.ndim == 4 else None,
         nonfinite=nonfinite,
         **counts,
+        pixels_off_8bit=pixels_off_8bit(ref, cand) if reference.ndim == 4 else None,
+        argmax_agree=argmax_agreement(reference, candidate),
     )
 
 
@@ -213,11 +240,54 @@ def psnr(reference: np.ndarray, error: np.ndarray) -> float:
     return 10.0 * math.log10(image_peak(reference) ** 2 / mse)
 
 
+def pixels_off_8bit(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """The share of elements whose 8-bit level moves by more than one (module docstring);
+    `reference` finite, `candidate` at the same positions."""
+    peak = image_peak(reference)
+    low = 0.0 if reference.min() >= 0.0 and reference.max() <= 1.0 else float(reference.min())
+
+    def levels(values: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.clip(np.rint(255.0 * (values - low) / peak), 0.0, 255.0)
+
+    moved = ~(np.abs(levels(candidate) - levels(reference)) <= 1.0) | ~np.isfinite(candidate)
+    return float(moved.mean())
+
+
+def class_axis(reference: np.ndarray) -> int | None:
+    """The axis `argmax_agree` takes the arg-max over: 1 of NCHW, else the last; None without one."""
+    if reference.ndim == 0 or reference.ndim > 4:
+        return None
+    axis = 1 if reference.ndim == 4 else reference.ndim - 1
+    return axis if reference.shape[axis] >= 2 and reference.size else None
+
+
+def argmax_agreement(reference: np.ndarray, candidate: np.ndarray) -> float | None:
+    """The share of positions whose arg-max over the class axis agrees (module docstring).
+    Infinities are ordinary values (+inf is a maximum); NaN is the lowest value; a position
+    where the reference is NaN throughout is left out, one where the candidate holds a NaN
+    disagrees (its decision is undefined)."""
+    axis = class_axis(reference)
+    if axis is None:
+        return None
+    ref = np.moveaxis(reference, axis, -1).reshape(-1, reference.shape[axis])
+    cand = np.moveaxis(candidate, axis, -1).reshape(-1, reference.shape[axis])
+    judged = ~np.isnan(ref).all(axis=1)
+    if not judged.any():
+        return 1.0
+    ref, cand = np.nan_to_num(ref[judged], nan=-np.inf, posinf=np.inf, neginf=-np.inf), cand[judged]
+    picked = np.argmax(np.nan_to_num(cand, nan=-np.inf, posinf=np.inf, neginf=-np.inf), axis=1)
+    agree = (ref[np.arange(len(ref)), picked] == ref.max(axis=1)) & ~np.isnan(cand).any(axis=1)
+    return float(agree.mean())
+
+
 # Which way is worse, per metric: the aggregate over iterations keeps the worst.
 HIGHER_IS_WORSE = {"max_abs": True, "mean_abs": True, "max_rel": True, "abs_p99": True, "rel_p99": True,
                    "rel_l2": True, "cosine": False, "psnr": False, "nonfinite": True,
-                   "ref_nonfinite": True, "ref_nonfinite_mismatch": True}
+                   "ref_nonfinite": True, "ref_nonfinite_mismatch": True,
+                   "pixels_off_8bit": True, "argmax_agree": False}
 COUNTS = ("nonfinite", "ref_nonfinite", "ref_nonfinite_mismatch")
+OPTIONAL = ("pixels_off_8bit", "argmax_agree")  # absent from older reports: None
 
 
 def worst_metrics(runs: list[OutputMetrics]) -> OutputMetrics:

@@ -30,7 +30,9 @@ rules:
   supports, an op or type it does not implement, a kernel failing on the
   sample inputs), that is a `UserError` quoting ONNX Runtime's reason without
   its C++ source location. Otherwise (the emulation, a graph trtpipe built)
-  the failure is trtpipe's and is raised as it is.
+  the failure is trtpipe's: a `TrtpipeGraphError` that names the graph
+  (`graph`, e.g. "the search's switched emulation graph") and says the model is not
+  what failed, with ONNX Runtime's reason.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from trtpipe.errors import UserError
+from trtpipe.errors import TrtpipeGraphError, UserError
 from trtpipe.onnxmodel.model_parts import all_tensors, model_without_initializers
 from trtpipe.onnxmodel.onnx_io import PROTOBUF_LIMIT_BYTES, estimated_bytes, save_model
 from trtpipe.onnxmodel.weights_on_disk import is_on_disk, load_into_memory, on_disk_span, set_external
@@ -65,11 +67,17 @@ def with_extra_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelPr
     return copy
 
 
+# ONNX Runtime's words for an allocation that failed (its arena, or std::bad_alloc from C++).
+_OUT_OF_MEMORY = re.compile(r"Failed to allocate memory|bad_alloc|[Oo]ut of memory")
+
+
 class OrtSession:
     """A CPU session with optimisations off; `run` returns every output by name."""
 
-    def __init__(self, model: onnx.ModelProto, *, user_model: bool = False) -> None:
+    def __init__(self, model: onnx.ModelProto, *, user_model: bool = False, graph: str = "") -> None:
+        """`graph`: what trtpipe built, for its failures (e.g. "the emulation graph of the FP16 candidate")."""
         self.user_model = user_model
+        self.graph = graph or "a graph trtpipe built from the model"
         options = session_options()  # ORT's own coloured lines never reach the terminal (ort_logging.py)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         # Idle ORT threads spin-wait by default; on a small machine they steal the cores
@@ -105,9 +113,18 @@ class OrtSession:
         return dict(zip(self.output_names, arrays))
 
     def _failure(self, error: Exception, action: str) -> Exception:
-        if not self.user_model:
-            return error
         reason = ort_reason(error)
+        if isinstance(error, MemoryError) or _OUT_OF_MEMORY.search(reason):
+            # Decision: running out of memory is the machine's limit, not a defect of the model or of
+            # trtpipe's emulation (a session that is not the user's model included): exit 2, one
+            # line, in every stage that runs the model (precision's reference run and validate's).
+            return UserError(f"ONNX Runtime {ort.__version__} ran out of memory to {action} the model: {reason}",
+                             "free memory (or raise this process's memory limit), or use fewer or smaller sample "
+                             "inputs: data.iterations=1, smaller dynamic sizes in data.inputs.<input>.shape")
+        if not self.user_model:
+            return TrtpipeGraphError(
+                f"ONNX Runtime cannot {action} trtpipe's own graph ({self.graph}), not the model as given, "
+                f"which is not what failed: {reason}. This is a trtpipe defect: please report it with trtpipe.log")
         if action == "load":
             fix = ("use an onnxruntime that supports it, or run without what runs the model "
                    "(precision.auto.max_abs=null, no validate stage)")

@@ -26,9 +26,10 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
-from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+from onnx.external_data_helper import uses_external_data
 
 from trtpipe.errors import UserError
+from trtpipe.onnxmodel.external_files import open_checked
 from trtpipe.onnxmodel.model_parts import all_tensors, model_without_initializers, without_data
 from trtpipe.onnxmodel.weights_on_disk import (
     anchor_external_tensor,
@@ -92,12 +93,16 @@ def external_data_path(model_path: Path) -> Path:
     return model_path.with_name(model_path.name + ".data")
 
 
-def load_model(path: Path, load_external_data: bool = True, *, weights_on_disk: bool = False) -> onnx.ModelProto:
+def load_model(path: Path, load_external_data: bool = True, *, weights_on_disk: bool = False,
+               hard_links_ok: bool = False) -> onnx.ModelProto:
     """Load an ONNX model; every problem the user can fix is a one-line `UserError`.
 
     `weights_on_disk=True`: external tensors are checked and anchored to their
     file instead of loaded (see `weights_on_disk`); what stages use, so a model
-    over 2 GB never has its weights in memory.
+    over 2 GB never has its weights in memory. Either way each external data file
+    is checked first (`external_files`: a regular file inside the model's folder,
+    no link); `hard_links_ok=True` for trtpipe's own cache entries only, whose
+    untouched weights file may be a hard link to the input entry's.
     """
     path = Path(path)
     _check_readable_file(path)
@@ -118,13 +123,13 @@ def load_model(path: Path, load_external_data: bool = True, *, weights_on_disk: 
     if weights_on_disk:
         for tensor in all_tensors(model):
             if uses_external_data(tensor):
-                anchor_external_tensor(tensor, path.parent, path)
+                anchor_external_tensor(tensor, path.parent, path, hard_links_ok)
                 # Decision: only weights stay on disk. Shape inference and TensorRT's parser
                 # read small int64 shape tensors by value (exports with size_threshold=0 put them there).
                 if not is_weight(tensor):
                     load_into_memory(tensor)
     elif load_external_data:
-        _load_external_data(model, path.parent, path)
+        _load_external_data(model, path.parent, path, hard_links_ok)
     return model
 
 
@@ -139,30 +144,27 @@ def _check_readable_file(path: Path) -> None:
         raise UserError(f"model file {path} is empty", "re-export the model or check model.path")
 
 
-def _load_external_data(model: onnx.ModelProto, base_dir: Path, model_path: Path) -> None:
-    """Read every external tensor, naming the data file when it is missing or short."""
+def _load_external_data(model: onnx.ModelProto, base_dir: Path, model_path: Path, hard_links_ok: bool) -> None:
+    """Read every external tensor from its checked file (`external_files`), by descriptor."""
     for tensor in all_tensors(model):
         if not uses_external_data(tensor):
             continue
-        info = ExternalDataInfo(tensor)
-        data_file = base_dir / info.location
-        if not data_file.is_file():
-            raise UserError(
-                f"external data file {data_file} of model {model_path} does not exist "
-                f"(needed by tensor {tensor.name!r})",
-                "copy it next to the model or re-export the model",
-            )
+        anchor_external_tensor(tensor, base_dir, model_path, hard_links_ok)  # checks file, offset, length
+        data_file, offset, length = on_disk_span(tensor)
+        where = f"tensor {tensor.name!r} of model {model_path}"
+        fd = open_checked(data_file, where, hard_links_ok)
         try:
-            onnx.external_data_helper.load_external_data_for_tensor(tensor, str(base_dir))
-        except Exception as error:  # onnx raises ValueError/ValidationError/OSError here
-            raise UserError(
-                f"external data file {data_file} of model {model_path} cannot be read for tensor "
-                f"{tensor.name!r} ({_first_line(error)})",
-                "re-export the model; the data file may be truncated, or a hard link or symlink (onnx refuses both)",
-            ) from None
+            data = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise UserError(f"external data file {data_file} of model {model_path} ended while tensor "
+                            f"{tensor.name!r} was read (truncated meanwhile?)", "re-export the model")
+        del tensor.external_data[:]
         # DEFAULT is the field's default: clearing it makes a model loaded from
         # external data serialize exactly like one that never was external.
         tensor.ClearField("data_location")
+        tensor.raw_data = data
 
 
 def save_model(

@@ -31,7 +31,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
-from trtpipe.errors import UserError
+from trtpipe.onnxmodel.external_files import checked_data_file, checked_span
 
 _FOUR_BIT_TYPES = frozenset({TensorProto.INT4, TensorProto.UINT4, getattr(TensorProto, "FLOAT4E2M1", -1)})
 _COPY_CHUNK_BYTES = 1 << 30
@@ -39,35 +39,28 @@ _COPY_CHUNK_BYTES = 1 << 30
 
 def is_on_disk(tensor: TensorProto) -> bool:
     """An external tensor anchored by `anchor_external_tensor` (its location is absolute)."""
-    return uses_external_data(tensor) and Path(ExternalDataInfo(tensor).location).is_absolute()
+    return uses_external_data(tensor) and Path(_external_fields(tensor).get("location", "")).is_absolute()
 
 
-def anchor_external_tensor(tensor: TensorProto, base_dir: Path, model_path: Path) -> None:
-    """Make an external tensor's location absolute after checking its file holds its bytes."""
-    info = ExternalDataInfo(tensor)
-    location = Path(info.location)
-    if location.is_absolute() or ".." in location.parts:
-        raise UserError(
-            f"tensor {tensor.name!r} of model {model_path} names external data at {info.location!r}, "
-            "outside the model's directory (ONNX requires a relative path below it)",
-            "re-export the model with its data file next to it",
-        )
-    data_file = (base_dir / location).resolve()
-    if not data_file.is_file():
-        raise UserError(
-            f"external data file {base_dir / location} of model {model_path} does not exist "
-            f"(needed by tensor {tensor.name!r})",
-            "copy it next to the model or re-export the model",
-        )
-    offset = int(info.offset or 0)
-    length = info.length if info.length is not None else tensor_nbytes(tensor)
-    if offset + length > data_file.stat().st_size:
-        raise UserError(
-            f"external data file {base_dir / location} of model {model_path} is too short for tensor "
-            f"{tensor.name!r} (needs bytes {offset}-{offset + length}, has {data_file.stat().st_size})",
-            "re-export the model; the data file is truncated or belongs to another export",
-        )
+def anchor_external_tensor(tensor: TensorProto, base_dir: Path, model_path: Path,
+                           hard_links_ok: bool = False) -> None:
+    """Make an external tensor's location absolute after checking its file holds its bytes.
+
+    The file must be one trtpipe may read (`external_files`: a regular file inside the
+    model's folder, no link); `hard_links_ok` only for trtpipe's own cache entries."""
+    info = _external_fields(tensor)
+    where = f"tensor {tensor.name!r} of model {model_path}"
+    data_file = checked_data_file(base_dir, info.get("location", ""), tensor.name, model_path, hard_links_ok)
+    needed = None if tensor.data_type == TensorProto.STRING else tensor_nbytes(tensor)
+    offset, length = checked_span(info.get("offset"), info.get("length"), needed,
+                                  os.stat(data_file).st_size, data_file, where)
     set_external(tensor, str(data_file), offset, length)
+
+
+def _external_fields(tensor: TensorProto) -> dict[str, str]:
+    """The tensor's external_data entries as written (onnx's ExternalDataInfo raises a bare
+    ValueError on a negative offset: the caller reports it as the model's error instead)."""
+    return {entry.key: entry.value for entry in tensor.external_data}
 
 
 def on_disk_span(tensor: TensorProto) -> tuple[Path, int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import traceback
@@ -13,13 +14,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
-from trtpipe.data import resolved_data
+from trtpipe.data import check_sample_data, resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
 from trtpipe.runner.memory import release_memory
-from trtpipe.cache.files import disk_errors_as_user_errors
-from trtpipe.runner.interrupt import Interrupted, signals_deferred
+from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
+from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, signals_deferred, signals_received
+from trtpipe.runner.source_snapshot import source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
 from trtpipe.runner.stage_order import check_stage_order
@@ -37,6 +39,8 @@ class Artifact:
     sha256: str
     # name -> sha256 of the files of the cache entry holding the artifact (empty for the source).
     entry_files: Mapping[str, str] = field(default_factory=dict)
+    # The user's model (or the built-in one): a stage reads a snapshot of it (source_snapshot.py).
+    is_source: bool = False
 
 
 @dataclass
@@ -73,7 +77,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout)
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
-    source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"))
+    source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"), is_source=True)
     manifest = RunManifest(
         config=OmegaConf.to_container(cfg, resolve=True),
         overrides=list(overrides),
@@ -90,6 +94,8 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     try:
         data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True),
                              None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
+        if any(stage.uses_data for stage in stages):  # empty or inf/NaN samples: exit 2 before any stage
+            check_sample_data(data)
         for stage in stages:
             if failure is not None or stop_reason is not None:
                 reason = stop_reason or "an earlier stage failed"
@@ -171,10 +177,17 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
 
     def compute(out_dir: Path) -> dict:
         log.info("  %-15s running...", stage.name)
+        signalled = signals_received()
         try:
-            outcome = stage().run({kind: a.path for kind, a in inputs.items()}, config, out_dir)
+            with contextlib.ExitStack() as snapshots:
+                paths = {kind: snapshots.enter_context(source_snapshot(a.path, a.sha256, cache.root / "tmp"))
+                         if a.is_source and stage.snapshot_source else a.path for kind, a in inputs.items()}
+                outcome = stage().run(paths, config, out_dir)
+                # Permissions follow the inputs (item 8): what is derived from a 0600 model stays 0600.
+                narrow_modes(out_dir, [file for kind, a in inputs.items() for file in _files_of(a, paths[kind])])
         finally:
             release_memory()
+        raise_if_signalled_since(signalled, stage.name)  # a swallowed Ctrl-C never publishes (interrupt.py)
         return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
                 "details": outcome.details, "console_file": outcome.console_file, "stop": outcome.stop,
                 "failed": outcome.failed,
@@ -214,6 +227,15 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
         log.error("  %-15s failed  %s", stage.name, record.error)
         return record, StageFailed(record.error), False
     return record, None, bool(entry.record.get("stop"))
+
+
+def _files_of(artifact: Artifact, read_from: Path) -> list[Path]:
+    """The files a stage reads for one input: its cache entry's, the source snapshot's, or the file."""
+    if artifact.entry_files:
+        return [artifact.path.parent / name for name in artifact.entry_files]
+    if read_from != artifact.path:  # a snapshot: a private folder holding the model and its data files
+        return [path for path in read_from.parent.rglob("*") if path.is_file()]
+    return [artifact.path]
 
 
 def _opt_shapes(cfg: DictConfig) -> dict:

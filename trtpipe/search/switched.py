@@ -28,7 +28,13 @@ emulation instead, and says so in the log):
   with the same op and inputs, every other node is a Cast, attributes differ
   only where a value is retyped (`Cast`, `Constant`, `ConstantOfShape`), every
   switched tensor's type is known, and no weight was saturated (a weight
-  clipped to 65504 is not what a Cast to FP16 gives).
+  clipped to 65504 is not what a Cast to FP16 gives);
+- an absent optional input (an empty name) and a constant with no element (the
+  empty `roi`/`scales` exporters write for a `Resize` by `sizes`) get no switch:
+  there is nothing to round, and a rounding `Where` in front of an empty constant
+  hides that it is empty from ONNX's shape inference, which then sees both
+  `scales` and `sizes` given and refuses the graph ("Either `sizes` or `scales`
+  must be provided, but not both of them"). Empty stays empty, as in the model.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ class SwitchedEmulation:
     def __init__(self, model: onnx.ModelProto) -> None:
         """`model`: the FP32 model the search materialises its plans from (see `why_not_switched`)."""
         types = authored_element_types(model)
+        empty = empty_constants(model.graph)
         self._original = {node.name: node for node in model.graph.node}
         self.inputs: dict[tuple[str, int], str] = {}  # (node, input slot) -> switch
         self.outputs: dict[tuple[str, int], str] = {}  # (node, output slot) -> switch
@@ -76,7 +83,7 @@ class SwitchedEmulation:
             copy = onnx.NodeProto()
             copy.CopyFrom(node)
             for slot, name in enumerate(node.input):
-                if name and types.get(name) == TensorProto.FLOAT:
+                if name and name not in empty and types.get(name) == TensorProto.FLOAT:
                     switch = f"{PREFIX}_in_{index}_{slot}"
                     self.inputs[(node.name, slot)] = switch
                     copy.input[slot] = _rounding(nodes, name, f"{switch}_value", switch)
@@ -94,7 +101,7 @@ class SwitchedEmulation:
         graph.input.extend(helper.make_tensor_value_info(switch, TensorProto.BOOL, [])
                            for switch in [*self.inputs.values(), *self.outputs.values()])
         self.graph_outputs = [value.name for value in model.graph.output]
-        self._session = OrtSession(switched)
+        self._session = OrtSession(switched, graph="the search's switched emulation graph (switched.py)")
 
     def switches(self, candidate: onnx.ModelProto, report: dict) -> dict[str, np.ndarray] | None:
         """The switch values that make this graph compute `candidate`; None when it cannot be
@@ -136,6 +143,17 @@ class SwitchedEmulation:
     def run(self, feeds: dict[str, np.ndarray], switches: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self._session.run({**feeds, **switches})
         return {name: results[name] for name in self.graph_outputs}
+
+
+def empty_constants(graph: onnx.GraphProto) -> set[str]:
+    """Initializers and `Constant` outputs with no element: an unused optional input given as a tensor."""
+    found = {tensor.name for tensor in graph.initializer if 0 in tensor.dims}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
+            if value is not None and 0 in value.dims:
+                found.update(node.output)
+    return found
 
 
 def _rounding(nodes: list, source: str, target: str, switch: str) -> str:

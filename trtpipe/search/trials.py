@@ -15,16 +15,20 @@ Decisions:
   two paths (bisection re-testing the all-low plan) and never pays twice.
 - `worst` names the output and metric closest to (or furthest beyond) its
   bound, as a ratio to the bound where > 1 fails: value/bound for the upper
-  bounds (max_abs, max_rel, abs_p99, rel_p99, rel_l2), (1 - cosine)/(1 -
-  cosine_min), and for PSNR the ratio of the MSE to the MSE the bound
+  bounds (max_abs, max_rel, abs_p99, rel_p99, rel_l2, pixels_off_8bit),
+  (1 - cosine)/(1 - cosine_min) and (1 - argmax_agree)/(1 - argmax_agree_min), and for PSNR the ratio of the MSE to the MSE the bound
   allows, 10**((psnr_min - psnr)/10). The ratio makes
   different metrics comparable, so one number says how close a trial came.
+- Should ONNX Runtime refuse the switched graph (a trtpipe defect: `TrtpipeGraphError`), the
+  search goes on with each candidate's own emulated graph, the validate stage's way, and
+  the log says why: a graph trtpipe built never ends the search of a valid model.
 - Localisation (which node's output goes wrong first) runs on demand, on every
   sample input, with the reference's intermediates computed once.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import onnx
 
+from trtpipe.errors import TrtpipeGraphError
 from trtpipe.precision.materialize.materialize import materialize
 from trtpipe.validate.compare import BOUNDS as JUDGED_METRICS  # (metric, bound field, upper) per judged metric
 from trtpipe.validate.compare import CandidateVerdict, Tolerances, compare_candidate
@@ -40,6 +45,8 @@ from trtpipe.validate.localize import Localization, localize_results
 from trtpipe.numerics.metrics import json_float
 from trtpipe.numerics.reference import ReferenceRunner
 from trtpipe.search.switched import SwitchedEmulation, why_not_switched
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -139,7 +146,12 @@ class TrialRunner:
         """The candidate's outputs per sample input: on the switched emulation when the candidate
         maps onto it, else on the candidate's own emulated graph."""
         if self.not_switched is None and self._switched is None:
-            self._switched = SwitchedEmulation(self.model)
+            try:
+                self._switched = SwitchedEmulation(self.model)
+            except TrtpipeGraphError as error:
+                self.not_switched = f"ONNX Runtime refused the switched graph: {error}"
+                log.warning("precision search: %s; every trial runs on its own emulated graph instead",
+                            self.not_switched)
         switches = self._switched.switches(candidate, report) if self._switched else None
         if switches is not None:
             self.emulations["switched"] += 1
@@ -231,9 +243,9 @@ def bound_ratio(metric: str, value: float, bound: float, upper: bool = True) -> 
     """How much of its allowance a metric uses: <= 1 passes, > 1 fails."""
     if math.isnan(value):
         return math.inf
-    if not upper and metric not in ("cosine", "psnr"):  # another lower bound: bound / value
+    if not upper and metric not in ("cosine", "argmax_agree", "psnr"):  # another lower bound: bound / value
         return math.inf if value <= 0.0 else max(bound, 0.0) / value
-    if metric == "cosine":
+    if metric in ("cosine", "argmax_agree"):  # the disagreement used of the disagreement allowed
         allowed, used = 1.0 - bound, 1.0 - value
     elif metric == "psnr":
         exponent = (bound - value) / 10.0

@@ -18,6 +18,13 @@ from typing import ClassVar, Mapping
 # Artifact kinds (the manifest contract): model, plan, report, engine, layer_info, audit, trtexec.
 SOURCE_KIND = "model"
 
+# A stage's input files are trtpipe's own: verified cache entries, or the runner's private
+# snapshot of the source (runner/source_snapshot.py), never the user's folder. So a stage
+# may read an entry's weights file that is a hard link to its input entry's (what
+# `onnx_io.save_model(link_data_under=)` makes): `load_model(..., hard_links_ok=OWN_INPUTS)`.
+# The user's files are checked without it (`trtpipe.source`, the snapshot).
+OWN_INPUTS = True
+
 
 @dataclass
 class StageOutcome:
@@ -49,6 +56,9 @@ class Stage:
     optional_consumes: ClassVar[tuple[str, ...]] = ()
     # Stages with shared state in the cache (the timing cache) receive config["cache_dir"].
     uses_cache_dir: ClassVar[bool] = False
+    # The source model is read from a private snapshot whose digest is the key's
+    # (runner/source_snapshot.py); False for a stage whose outputs name the source's own path.
+    snapshot_source: ClassVar[bool] = True
 
     @classmethod
     def key_facts(cls) -> dict:

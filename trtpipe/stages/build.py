@@ -45,6 +45,9 @@ class BuildEngine(Stage):
     # The stage reads trtpipe's cache directory (for the timing cache) from config["cache_dir"],
     # which the runner supplies outside the key material.
     uses_cache_dir = True
+    # Its outputs name the model's own path (trtexec.txt, `key_input_places`); the parser reads
+    # the model by path. A source read in place is checked at the start (trtpipe.source).
+    snapshot_source = False
 
     def __init__(self, backend: TensorRTBackend | None = None) -> None:
         self._backend = backend

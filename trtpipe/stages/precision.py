@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Mapping
 
-from trtpipe.stages.base import Stage, StageOutcome
+from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 class PlanPrecision(Stage):
     name = "precision"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "22"
+    version = "25"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -63,9 +63,10 @@ class PlanPrecision(Stage):
         from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
         from trtpipe.precision.plan.plan_document import plan_document, summary_line
         from trtpipe.precision.plan.planner import plan_precision
+        from trtpipe.precision.materialize.cast_steps import cast_steps
         from trtpipe.precision.materialize.redundant_casts import forget_removed_casts, record_removals, remove_redundant_casts
 
-        model = load_model(inputs["model"], weights_on_disk=True)
+        model = load_model(inputs["model"], weights_on_disk=True, hard_links_ok=OWN_INPUTS)
         name_nodes_as_parser_does(model)
         net = network_from_model(model)
         if config["list_only"]:
@@ -89,6 +90,7 @@ class PlanPrecision(Stage):
         mixed, report = materialize_or_reuse(net, model, node_precision, config["keep_io_types"])
         removed = remove_redundant_casts(mixed)  # dead Casts and exact round trips (redundant_casts.py)
         forget_removed_casts(report, removed)
+        report["casts"] = cast_steps(mixed)  # counted again without the removed ones
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
         document.update(notes)  # boundaries: the stored-tensor check (auto_boundaries.py)

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Mapping
 
-from trtpipe.stages.base import Stage, StageOutcome
+from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 
 class PromoteOutputs(Stage):
@@ -33,7 +33,7 @@ class PromoteOutputs(Stage):
         report = promote_outputs(
             inputs["model"], out_dir / "model.onnx",
             tensors=list(config["tensors"]), nodes=list(config["nodes"]), match=config["match"],
-            as_type=config["as_type"], warn_above=config["warn_above"],
+            as_type=config["as_type"], warn_above=config["warn_above"], hard_links_ok=OWN_INPUTS,
         )
         return StageOutcome(
             outputs={"model": "model.onnx"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from trtpipe.stages.base import Stage, StageOutcome
+from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 
 class UpgradeOpset(Stage):
@@ -25,6 +25,7 @@ class UpgradeOpset(Stage):
             inputs["model"], out_dir / "model.onnx",
             target_opset=config["target"], fuse_layernorm=config["fuse_layernorm"],
             link_data_under=Path(config["cache_dir"]) / "entries" if config.get("cache_dir") else None,
+            hard_links_ok=OWN_INPUTS,
         )
         layernorm = report.get("layernorm", {})
         fused, refused = len(layernorm.get("fused", [])), len(layernorm.get("refused", []))

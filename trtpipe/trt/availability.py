@@ -13,8 +13,8 @@ from trtpipe.trt.environment import cuda_device_count
 from trtpipe.trt.seam import Availability
 
 INSTALL_HINT = (
-    'install TensorRT on a machine with an NVIDIA GPU: pip install "trtpipe[tensorrt]" '
-    "(or pip install tensorrt-cu12 for CUDA 12; on Jetson use the TensorRT of JetPack)"
+    "install TensorRT on a machine with an NVIDIA GPU: pip install tensorrt-cu13 (CUDA 13) "
+    "or pip install tensorrt-cu12 (CUDA 12); on Jetson use the TensorRT of JetPack"
 )
 
 

@@ -19,7 +19,7 @@ _TEMPLATE = '''#!/usr/bin/env python3
 """Build the TensorRT engine that this trtpipe run deferred (no TensorRT or no GPU where it ran).
 
 On a machine with an NVIDIA GPU:
-    pip install "trtpipe[tensorrt]"        # or: pip install trtpipe tensorrt-cu12
+    pip install tensorrt-cu13              # CUDA 13; or tensorrt-cu12 for CUDA 12 (trtpipe installed too)
     python build_on_gpu.py                  # from the run directory's build/ folder
     python build_on_gpu.py --model model.onnx --plan precision_plan.json --out engine_dir
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from trtpipe.cache.cache_dir import real_folder
 from trtpipe.cache.files import write_atomic
 from trtpipe.cache.hashing import canonical_json, sha256_bytes
 
@@ -52,8 +53,8 @@ def timing_cache_name(facts: Mapping[str, str | None]) -> str:
 
 def timing_cache_file(cache_dir: Path, facts: Mapping[str, str | None]) -> TimingCacheFile:
     """The file for these facts (created empty-handed: TensorRT starts from an empty cache)."""
-    directory = Path(cache_dir) / TIMING_CACHE_DIR
-    directory.mkdir(parents=True, exist_ok=True)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    directory = real_folder(Path(cache_dir), TIMING_CACHE_DIR)  # never written through a link
     path = directory / timing_cache_name(facts)
     sidecar = path.with_suffix(".json")
     with FileLock(str(path) + ".trtpipe.lock", timeout=60):

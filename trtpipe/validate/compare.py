@@ -25,7 +25,10 @@ Decisions:
   (`cosine_min=-1`).
 - A metric that is NaN (undefined) fails any bound set on it (when the NaN
   comes from non-finite candidate values, only those are reported); `psnr_min` on
-  a non-image output (psnr None) is not applicable and is skipped.
+  a non-image output (psnr None) is not applicable and is skipped, and so are
+  `pixels_off_8bit` on a non-image and `argmax_agree_min` on an output without a
+  class axis: a recipe states its criterion for the kinds of output it names
+  and each output is judged by the bounds that apply to its kind.
 - Several iterations are aggregated per metric to the worst value across
   iterations (`worst_metrics`), then judged once: one bad input is enough to
   fail, and the report shows how bad the worst case was.
@@ -36,6 +39,10 @@ Decisions:
   passes (a masked attention score of -inf, a log of 0, are what the model
   computes, and failing them would fail correct candidates), with the note;
   any other value there (`ref_nonfinite_mismatch`) always fails.
+- Leaving positions out must not make a pass vacuous: an output whose reference is finite
+  at fewer than `min_compared` of its positions (the worst iteration), or which is empty,
+  fails and says how many were compared (validate.min_compared, 0.5 by default; issue 22
+  item 5: all-NaN and empty sample data passed with nothing compared).
 - A missing output or a shape that differs from the reference fails the
   output with that reason instead of raising: the report stays complete.
 - A sequence output is compared as its elements' values in order (its shape
@@ -65,6 +72,10 @@ class Tolerance:
     rel_l2: float | None = None
     cosine_min: float | None = None
     psnr_min: float | None = None
+    # The users' criteria (metrics.py): share of image elements more than one 8-bit level off
+    # (upper bound), share of positions whose arg-max class agrees (lower bound).
+    pixels_off_8bit: float | None = None
+    argmax_agree_min: float | None = None
 
     def overridden_by(self, override: "Tolerance") -> "Tolerance":
         """This tolerance with every bound `override` sets replaced."""
@@ -120,6 +131,8 @@ BOUNDS = (
     ("rel_l2", "rel_l2", True),
     ("cosine", "cosine_min", False),
     ("psnr", "psnr_min", False),
+    ("pixels_off_8bit", "pixels_off_8bit", True),
+    ("argmax_agree", "argmax_agree_min", False),
 )
 
 
@@ -192,20 +205,23 @@ def compare_candidate(
     candidate_runs: list[Mapping[str, np.ndarray]],
     outputs: list[str],
     tolerances: Tolerances = Tolerances(),
+    min_compared: float = 0.0,
 ) -> CandidateVerdict:
-    """Judge one candidate: iteration i of the candidate against iteration i of the reference."""
+    """Judge one candidate: iteration i of the candidate against iteration i of the reference.
+    `min_compared`: the share of each output's positions that must be compared (0: no bound)."""
     if len(reference_runs) != len(candidate_runs) or not reference_runs:
         raise ValueError(f"{len(reference_runs)} reference runs but {len(candidate_runs)} candidate runs")
     verdicts = {}
     for output in outputs:
         tolerance = tolerances.for_output(output)
-        verdicts[output] = _output_verdict(output, reference_runs, candidate_runs, tolerance)
+        verdicts[output] = _output_verdict(output, reference_runs, candidate_runs, tolerance, min_compared)
     passed = all(verdict.passed for verdict in verdicts.values())
     return CandidateVerdict(name, passed, verdicts, len(reference_runs))
 
 
-def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance) -> OutputVerdict:
-    per_iteration = []
+def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance,
+                    min_compared: float = 0.0) -> OutputVerdict:
+    per_iteration, fewest = [], None  # fewest: (share, compared, positions, iteration) of the worst iteration
     for index, (reference, candidate) in enumerate(zip(reference_runs, candidate_runs)):
         if output not in candidate:
             return OutputVerdict(None, False, [f"the candidate has no output {output!r}"])
@@ -217,11 +233,25 @@ def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance
             if not np.array_equal(ref, cand):
                 return OutputVerdict(None, False, [f"string values differ (iteration {index})"])
             continue
-        per_iteration.append(output_metrics(ref, cand))
+        if ref.size == 0:
+            if min_compared > 0:
+                return OutputVerdict(None, False, [f"nothing to compare: the output is empty, shape {ref_shape} "
+                                                   f"(iteration {index}; validate.min_compared {min_compared:g})"])
+            continue
+        metrics_i = output_metrics(ref, cand)
+        per_iteration.append(metrics_i)
+        compared = int(ref.size - metrics_i.ref_nonfinite)
+        if fewest is None or compared / ref.size < fewest[0]:
+            fewest = (compared / ref.size, compared, int(ref.size), index)
     if not per_iteration:
         return OutputVerdict(None, True, [])
     metrics = worst_metrics(per_iteration)
     passed, reasons = judge(metrics, tolerance)
+    if fewest is not None and fewest[0] < min_compared:
+        share, compared, positions, index = fewest
+        reasons.append(f"only {compared} of {positions} positions compared ({share:.0%}, iteration {index}): the "
+                       f"reference is inf/NaN at the rest; validate.min_compared is {min_compared:g}")
+        passed = False
     return OutputVerdict(metrics, passed, reasons)
 
 

@@ -17,7 +17,10 @@ from trtpipe.validate.upstream_origins import describe as describe_amplifier
 from trtpipe.validate.short_names import unique_short_names
 
 # (metric, heading, width, format). Decision: abs_p99 stays in validation.json only (it has
-# the output's units, like max_abs, and says less); psnr is shown only when an output has one.
+# the output's units, like max_abs, and says less); psnr and px>1lv (pixels_off_8bit, the
+# share of image elements more than one 8-bit level off) are shown only when an output is an
+# image. argmax_agree stays in validation.json only: it is reported for every output with a
+# class axis, hidden states included, where it means nothing unless the user bounds it.
 COLUMNS = (
     ("max_abs", "max_abs", 9, ".3g"),
     ("max_rel", "max_rel", 9, ".3g"),
@@ -25,17 +28,20 @@ COLUMNS = (
     ("rel_l2", "rel_l2", 9, ".3g"),
     ("cosine", "cosine", 10, ".6f"),
     ("psnr", "psnr", 7, ".1f"),
+    ("pixels_off_8bit", "px>1lv", 8, ".3%"),
     ("nonfinite", "nonfin", 6, "d"),
     ("ref_nonfinite", "ref_nf", 6, "d"),
 )
 # Shown only when some output has one (psnr: an image output; ref_nf: a non-finite reference).
-OPTIONAL = ("psnr", "ref_nonfinite")
+OPTIONAL = ("psnr", "pixels_off_8bit", "ref_nonfinite")
+SHOWN_WHEN_ZERO = ("pixels_off_8bit",)  # 0% of pixels moved is worth reading; 0 ref_nf is not
 OUTPUT_WIDTH = 28
 
 
 def report_table(report: dict) -> str:
     outputs = [metrics for c in report["candidates"] for metrics in c["outputs"].values() if metrics]
-    columns = [c for c in COLUMNS if c[0] not in OPTIONAL or any(m.get(c[0]) for m in outputs)]
+    columns = [c for c in COLUMNS if c[0] not in OPTIONAL
+               or any(m.get(c[0]) or (c[0] in SHOWN_WHEN_ZERO and m.get(c[0]) is not None) for m in outputs)]
     shown = unique_short_names((o for c in report["candidates"] for o in c["outputs"]), OUTPUT_WIDTH)
     lines = [f"    {'candidate':10} {'output':{OUTPUT_WIDTH}} "
              + " ".join(f"{h:>{w}}" for _, h, w, _ in columns) + "  verdict"]

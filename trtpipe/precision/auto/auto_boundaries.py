@@ -1,4 +1,4 @@
-"""Automatic rule: every tensor the plan stores in FP16 must fit FP16.
+"""Automatic rule: every tensor the plan stores in FP16 must fit FP16, at both ends of its range.
 
 The range rule (auto_range.py) judges what an FP16 node *produces*. A tensor an
 FP32 producer hands to an FP16 consumer is cast to FP16 at the boundary, and a
@@ -43,6 +43,14 @@ Decisions:
 - If/Loop/Scan bodies are checked like the main graph: the reference run
   carries body tensors out (auto_range.py), and the materialised bodies are
   walked with their boundary Casts (a body node is named as in the plan).
+- The bottom of the range (underflow.py): a stored tensor whose flush to zero or
+  subnormal rounding changes what its readers compute beyond the stated bound
+  (zeros feeding Log or a divisor, the relative error of a tensor tiny
+  throughout) is found on the same materialised plan and moved the same way,
+  reaching back to the fp16 producers of a moved node's lossy inputs; the bounds
+  are recorded under `underflow`, the lossy tensors' count under
+  `tensors_below_range`. Nothing at this end is tolerated: a saturating reader
+  or Softmax gives the same wrong answer for a 0 as for any other value.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ from trtpipe.onnxmodel.subgraphs import all_graphs
 from trtpipe.precision.auto.auto_range import Observed
 from trtpipe.precision.network.decisions import FP16_MAX, MATERIALIZE_AS, Decision
 from trtpipe.precision.auto.masked_additions import NEGATIVE_INF_SAFE, is_masked_addition
+from trtpipe.precision.auto.underflow import lossy, readers_needing, record_bounds, spread_underflow
 from trtpipe.precision.network.network import Network
 
 log = logging.getLogger(__name__)
@@ -69,12 +78,14 @@ _SATURATING = frozenset({"Tanh", "Sigmoid", "Erf"})
 
 @dataclass(frozen=True)
 class StoredTensor:
-    """An FP16 tensor of the materialised plan whose reference value exceeds FP16's range."""
+    """An FP16 tensor of the materialised plan whose reference value exceeds FP16's range (or, with `underflow`,
+    loses what its readers compute at the bottom of the range)."""
 
     tensor: str  # the reference (plan) tensor name
     max_abs: float
     kind: str  # "boundary" (a Cast to fp16), "graph input", "output" (of an fp16 node)
     nodes: tuple[str, ...]  # the plan nodes that keep it fp16: the ones to move
+    underflow: str = ""  # why its fp16 storage loses too much at the bottom of the range (underflow.lossy)
 
 
 def protect_stored_tensors(net: Network, decisions: dict[str, Decision], observed: Observed | None,
@@ -89,20 +100,23 @@ def protect_stored_tensors(net: Network, decisions: dict[str, Decision], observe
                 "against fp16's range"}
     record = {"checked": True, "threshold": FP16_MAX,
               "tensors_beyond_range": sum(1 for m in observed.tensors.values() if m > FP16_MAX),
+              "underflow": record_bounds(),
+              "tensors_below_range": sum(1 for t in observed.losses if lossy(t, observed.losses, observed.watch)),
               "materialisations": 0, "fp16_tensors_checked": 0, "verified": False,
               "kept_fp32": [], "not_moved": {}, "tolerated": {}}
     for _ in range(MAX_ROUNDS):
         if not _candidates(net, decisions, observed, record["tolerated"]):
             record["verified"] = True
             break
-        stored, record["fp16_tensors_checked"] = _overflowing_fp16_tensors(net, decisions, observed.tensors,
-                                                                           keep_io_types)
+        stored, record["fp16_tensors_checked"] = _out_of_range_fp16_tensors(net, decisions, observed, keep_io_types)
         record["materialisations"] += 1
         changed = False
         for found in stored:
             for node in found.nodes:
-                if _tolerated(net, node, found, observed):
-                    record["tolerated"][(node, found.tensor)] = _tolerated_entry(net, node, found)
+                if decisions[node].precision == "fp32":
+                    continue  # moved already, for another tensor of this round
+                if not found.underflow and _tolerated(net, node, found, observed):
+                    record["tolerated"][(node, found.tensor)] = _tolerated_entry(net, node, found, observed)
                 elif decisions[node].source in _MOVABLE_SOURCES:
                     record["kept_fp32"] += _move(net, decisions, node, found, observed)
                     changed = True
@@ -130,8 +144,10 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
             continue
         producer = net.producer.get(tensor)
         if producer is not None and decisions[producer].precision == "fp16":
-            found.append(tensor)
-            continue
+            if producer not in observed.saturating:
+                found.append(tensor)
+                continue
+            # Its readers are its saturating chain's nodes and the Tanh/Sigmoid: each is tolerated below.
         kind = "boundary" if producer is not None else "graph input"
         for consumer in net.consumers.get(tensor, []):
             decision = decisions[consumer]
@@ -140,11 +156,23 @@ def _candidates(net: Network, decisions: dict[str, Decision], observed: Observed
                 if not _tolerated(net, consumer, probe, observed):
                     found.append(tensor)
                     break
-                tolerated[(consumer, tensor)] = _tolerated_entry(net, consumer, probe)
+                tolerated[(consumer, tensor)] = _tolerated_entry(net, consumer, probe, observed)
+    for tensor in observed.losses:
+        if not lossy(tensor, observed.losses, observed.watch):
+            continue
+        producer = net.producer.get(tensor)
+        if (producer is not None and decisions[producer].precision == "fp16") or any(
+                _reads_low(decisions[r]) for r in readers_needing(net, tensor, observed.losses, observed.watch)):
+            found.append(tensor)
     return found
 
 
-def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
+def _tolerated_entry(net: Network, node: str, found: StoredTensor, observed: Observed) -> dict:
+    if node in observed.saturating:
+        saturating = observed.saturating[node]
+        return _entry(node, found, why=f"beyond {FP16_MAX:g} only where {net.op_type(saturating)} {saturating} "
+                                       "saturates: +-inf gives the +-1 (or 0, 1) the reference gives, measured on "
+                                       "the samples (saturating_chains.py)")
     if net.op_type(node) == "Add":
         return _entry(node, found, why=f"only values below -{FP16_MAX:g} overflow (to -inf); the Add keeps -inf and "
                                        "only Softmax reads it, which maps -inf to 0 as the reference's huge "
@@ -159,6 +187,8 @@ def _tolerated_entry(net: Network, node: str, found: StoredTensor) -> dict:
 def _tolerated(net: Network, node: str, found: StoredTensor, observed: Observed) -> bool:
     if is_masked_addition(net, node, observed.highest, FP16_MAX):
         return True  # an additive attention mask: -inf in, -inf out, 0 after Softmax (masked_additions.py)
+    if node in observed.saturating:
+        return True  # inf only where a Tanh/Sigmoid saturates anyway, measured (saturating_chains.py)
     if found.kind == "output" or net.nodes[node].input[0] != found.tensor:
         return False
     if net.op_type(node) in _SATURATING:
@@ -167,6 +197,8 @@ def _tolerated(net: Network, node: str, found: StoredTensor, observed: Observed)
 
 
 def _entry(node: str, found: StoredTensor, **extra) -> dict:
+    if found.underflow:
+        extra = {"underflow": found.underflow, **extra}
     return {"node": node, "tensor": found.tensor, "kind": found.kind, "max_abs": float(f"{found.max_abs:.6g}"),
             **extra}
 
@@ -182,6 +214,10 @@ def _move(net: Network, decisions: dict[str, Decision], node: str, found: Stored
             continue
         decisions[name] = Decision("fp32", _reason(why), "auto", why.max_abs)
         moved.append(_entry(name, why))
+        if observed.watch is not None:  # the lossy inputs' fp16 producers, the lossy outputs' fp16 readers
+            stack += [(other, StoredTensor(tensor, observed.tensors.get(tensor, 0.0), kind, (other,), reason))
+                      for other, tensor, kind, reason in spread_underflow(net, decisions, name, observed.losses,
+                                                                          observed.watch)]
         for output in net.float_outputs(name):
             magnitude = observed.tensors.get(output, 0.0)
             if magnitude <= FP16_MAX:
@@ -194,6 +230,10 @@ def _move(net: Network, decisions: dict[str, Decision], node: str, found: Stored
 
 
 def _reason(found: StoredTensor) -> str:
+    if found.underflow:
+        where = {"output": "output", "graph input": "graph input"}.get(found.kind, "input tensor")
+        return (f"stored tensor (underflow): {where} {found.tensor} of this node: {found.underflow}; kept FP32 so "
+                "it is not stored in fp16")
     value = f"{found.max_abs:.3g} in the reference, beyond FP16's {FP16_MAX:g}"
     if found.kind == "output":
         return f"stored tensor: output {found.tensor} of this node is {value}; kept FP32 so it is not stored in fp16"
@@ -204,15 +244,20 @@ def _reason(found: StoredTensor) -> str:
 
 
 def _not_moved(node: str, found: StoredTensor, decision: Decision) -> dict:
+    if found.underflow:
+        log.warning("%s stays %s (%s) although its %s tensor %s loses too much in fp16: %s", node, decision.precision,
+                    decision.reason, found.kind, found.tensor, found.underflow)
+        return _entry(node, found, why=f"precision set by {decision.source}: {decision.reason}")
     log.warning("%s stays %s (%s) although its %s tensor %s is %.3g in the reference, beyond FP16's %g: it "
                 "will be inf in fp16", node, decision.precision, decision.reason, found.kind, found.tensor,
                 found.max_abs, FP16_MAX)
     return _entry(node, found, why=f"precision set by {decision.source}: {decision.reason}")
 
 
-def _overflowing_fp16_tensors(net: Network, decisions: dict[str, Decision], tensor_max: dict[str, float],
-                              keep_io_types: bool) -> tuple[list[StoredTensor], int]:
-    """The FP16 tensors of the materialised plan beyond FP16's range, and how many FP16 tensors were checked."""
+def _out_of_range_fp16_tensors(net: Network, decisions: dict[str, Decision], observed: Observed,
+                               keep_io_types: bool) -> tuple[list[StoredTensor], int]:
+    """The FP16 tensors of the materialised plan beyond FP16's range or losing too much below it (underflow.py),
+    and how many FP16 tensors were checked."""
     from trtpipe.precision.materialize.materialize_reuse import materialize_remembered
 
     node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
@@ -230,22 +275,27 @@ def _overflowing_fp16_tensors(net: Network, decisions: dict[str, Decision], tens
     graph_inputs = {value.name for value in mixed.graph.input}
     found = []
     for tensor in fp16:
-        magnitude = tensor_max.get(reference[tensor], 0.0)
-        if magnitude <= FP16_MAX:
+        magnitude = observed.tensors.get(reference[tensor], 0.0)
+        underflow = "" if magnitude > FP16_MAX else lossy(reference[tensor], observed.losses, observed.watch)
+        if magnitude <= FP16_MAX and not underflow:
             continue
+        readers = consumers.get(tensor, [])
+        if underflow:  # only the readers that need it: the singular ones and those computing their inputs
+            needing = set(readers_needing(net, reference[tensor], observed.losses, observed.watch))
+            readers = [r for r in readers if r in needing]
         node = producer.get(tensor)
         if node is None and tensor in graph_inputs:
-            kind, nodes = "graph input", _plan_nodes(consumers.get(tensor, []), net, decisions)
+            kind, nodes = "graph input", _plan_nodes(readers, net, decisions)
         elif node is not None and _is_original(node, net):
             if decisions[node.name].precision not in ("fp16",):
                 continue  # an author's Cast or authored fp16: the reference computes it so too
             kind, nodes = "output", (node.name,)
         elif node is not None and node.op_type == "Cast":
-            kind, nodes = "boundary", _plan_nodes(consumers.get(tensor, []), net, decisions)
+            kind, nodes = "boundary", _plan_nodes(readers, net, decisions)
         else:
             continue
         if nodes:
-            found.append(StoredTensor(reference[tensor], magnitude, kind, nodes))
+            found.append(StoredTensor(reference[tensor], magnitude, kind, nodes, underflow))
     return found, len(fp16)
 
 

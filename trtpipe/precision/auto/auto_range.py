@@ -20,6 +20,8 @@ Decisions:
   both branches, a growing carried state), it is tried without the If branches
   inside Loop/Scan bodies, then the main graph alone is measured; a warning
   says what was not.
+- The same run records what FP16 storage loses at the bottom of its range (`losses`,
+  underflow.py), for the stored-tensor check.
 - The same run records the shapes every tensor actually has, per iteration,
   and how often its producer ran (`Network.run_shapes`/`run_counts`), for the
   FLOP share (flop_shapes.py).
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtpipe.precision.network.body_values import carrying_body_values
+from trtpipe.precision.auto.underflow import StorageLoss, UnderflowWatch, storage_loss, underflow_watch
 from trtpipe.precision.network.flop_shapes import record_run_shapes
 from trtpipe.precision.network.network import Network
 
@@ -53,15 +56,26 @@ class Observed:
     # Main-graph tensors only (a body value is stacked per iteration, not a node input as such).
     kept: dict[str, list[np.ndarray]] = field(default_factory=dict)
     reached: set[str] = field(default_factory=set)  # body nodes the sample data ran
+    # What FP16 storage loses at the bottom of its range (underflow.py): main-graph tensors that
+    # could lose LOSS_LIMIT or more, and the structural watch (singular readers) they were judged for.
+    losses: dict[str, StorageLoss] = field(default_factory=dict)
+    watch: UnderflowWatch | None = None
+    # Nodes whose out-of-range values only drive a Tanh/Sigmoid into saturation (saturating_chains.py):
+    # node -> that Tanh/Sigmoid. Set by the planner; the stored-tensor check tolerates their outputs.
+    saturating: dict[str, str] = field(default_factory=dict)
 
 
-def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset()) -> Observed:
-    """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`)."""
-    observed = Observed()
+def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], keep: set[str] = frozenset(),
+                      inspect=None) -> Observed:
+    """Run the FP32 model once per feed dict and keep the per-tensor maxima (and the values of `keep`).
+    `inspect(values)`, when given, sees every sample's tensors as they are computed (nothing is kept)."""
+    observed = Observed(watch=underflow_watch(net))
     computing = [name for name in net.names if net.computes_float(name)]  # the same for every feed
     for index, values in enumerate(reference_values(net, feeds_list)):
         if index == 0:
             record_run_shapes(net, values)
+        if inspect is not None:
+            inspect(values)
         for tensor, array in values.items():
             if tensor in keep and not net.run_levels.get(tensor):
                 observed.kept.setdefault(tensor, []).append(array)
@@ -69,6 +83,8 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
                 lowest, highest = _finite_extremes(array)
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
+                if not net.run_levels.get(tensor) and tensor not in net.constants:
+                    _record_loss(observed, tensor, array)
         for name in computing:
             if name in net.parent:
                 if not any(np.asarray(values[t]).size for t in net.float_outputs(name) if t in values):
@@ -82,6 +98,13 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
         log.info("activation range: %d body node(s) without a measured range (not reached by the sample data, "
                  "or not measurable) keep precision.default: %s", len(unreached), ", ".join(unreached[:5]))
     return observed
+
+
+def _record_loss(observed: Observed, tensor: str, array: np.ndarray) -> None:
+    loss = storage_loss(array, observed.watch.functions.get(tensor))
+    if loss is not None:
+        known = observed.losses.get(tensor)
+        observed.losses[tensor] = loss if known is None else known.merge(loss)
 
 
 def node_max_abs(net: Network, observed: Observed) -> dict[str, float]:
@@ -140,12 +163,31 @@ def reference_values(net: Network, feeds_list: list[dict[str, np.ndarray]]):
         yield values
 
 
-def range_decisions(observed: dict[str, float], max_abs: float) -> dict[str, tuple[str, float]]:
-    return {
-        name: (f"activation range: max |value| {value:.4g} > {max_abs:g} (precision.auto.max_abs)", value)
-        for name, value in observed.items()
-        if value > max_abs
-    }
+# Ops whose arithmetic is a sum of products accumulated in FP32 inside one kernel (TensorRT's FP16
+# GEMM and convolution tactics, and the emulator: emulated_graph.py); only their output is stored in
+# FP16. Not the recurrent ops: their gates and states are elementwise FP16 arithmetic.
+ACCUMULATING_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+
+
+def range_decisions(observed: dict[str, float], max_abs: float, heavy_max_abs: float | None = None,
+                    op_types: dict[str, str] | None = None) -> dict[str, tuple[str, float]]:
+    """node -> (reason, value) for the nodes beyond the limit.
+
+    `heavy_max_abs` (precision.auto.heavy_max_abs), when given with `op_types` (node -> op type),
+    is the limit of the `ACCUMULATING_OPS` instead of `max_abs`. Decision: max_abs's headroom
+    (4096 is 65504 / 16) covers what FP16 *arithmetic* does with large values (x², x + y, then
+    the next op's); a MatMul/Conv does that arithmetic in FP32 and only rounds its result, so
+    the only hazard left is its stored output leaving FP16's range on larger inputs. A
+    transformer's FFN output projection above 4096 is where the FLOPs are (the search keeps it
+    FP16 and passes, issue 21), so a recipe can give these nodes their own headroom.
+    """
+    found = {}
+    for name, value in observed.items():
+        heavy = heavy_max_abs is not None and op_types is not None and op_types.get(name) in ACCUMULATING_OPS
+        limit, key = (heavy_max_abs, "heavy_max_abs") if heavy else (max_abs, "max_abs")
+        if value > limit:
+            found[name] = (f"activation range: max |value| {value:.4g} > {limit:g} (precision.auto.{key})", value)
+    return found
 
 
 def _finite_max_abs(array) -> float:

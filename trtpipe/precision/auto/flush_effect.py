@@ -110,5 +110,5 @@ def _single_node_session(net: Network, node: onnx.NodeProto, inputs: dict[str, n
     alone.CopyFrom(node)
     graph = helper.make_graph([alone], "flush_effect", graph_inputs, outputs)
     model = helper.make_model(graph, opset_imports=list(net.model.opset_import), ir_version=net.model.ir_version)
-    return OrtSession(model)
+    return OrtSession(model, graph=f"node {node.name or node.op_type} alone, to measure a constant's flush")
 

@@ -29,9 +29,10 @@ from onnx import helper
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.precision.network.element_types import LOW_PRECISION, RETYPABLE, is_lossless, short_name
 from trtpipe.precision.network.graph_index import GraphIndex, UniqueNames
-from trtpipe.precision.materialize.node_types import NodeTypes, Requirement
+from trtpipe.precision.materialize.node_types import NodeTypes, Requirement, exactly
 
 BEFORE_ALL_NODES = -1
+NOT_A_NODE = -2  # the consumer position of a read no node of this graph makes (a Loop/Scan body's)
 
 
 @dataclass
@@ -83,8 +84,28 @@ class BoundaryCasts:
                     self._cast_reads[position] = (name, elem_type)
                 self._note_kept_input(position, slot, tensor, requirement, elem_type)
         # Reads inside bodies (index.implicit) are served by the bodies themselves, from what
-        # this scope holds (materialize.py), so one Cast here serves no body that needs none.
+        # this scope holds (materialize.py), so one Cast here serves no body that needs none;
+        # except reads from Loop/Scan bodies, which `serve_loop_reads` converts here once.
         return self.placed
+
+    def serve_loop_reads(self, per_step: dict[str, list[tuple[int, str]]]) -> None:
+        """Make every tensor of this graph that a Loop/Scan body reads (body_demands.py `per_step`)
+        available here in each type the body needs, so the body reads it from outer scope as it
+        is: a Cast inside the body would convert the same loop-invariant value on every step.
+
+        Served like a consumer of this graph (an available type, a lossless Cast looked through,
+        an author's Cast, else a new Cast right after the producer); tensors of enclosing scopes
+        were served by the scope that holds them."""
+        for tensor, needs in per_step.items():
+            if tensor not in self.available or not self._is_local(tensor):
+                continue
+            for elem_type, reader in needs:
+                name, _ = self._serve(tensor, exactly(elem_type), reader, NOT_A_NODE)
+                self.available[tensor].setdefault(elem_type, name)
+
+    def _is_local(self, tensor: str) -> bool:
+        index = self.index
+        return tensor in index.producer or tensor in index.graph_inputs or tensor in index.initializers
 
     def outputs_in_declared_types(self) -> None:
         """A body output this body does not produce (an outer-scope tensor, a body input) is

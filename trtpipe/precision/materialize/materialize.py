@@ -31,6 +31,7 @@ from trtpipe.errors import UserError
 from trtpipe.graph.names.scopes import node_subgraphs, rename_sibling_collisions, scoped_nodes
 from trtpipe.onnxmodel.subgraphs import all_graphs, has_body
 from trtpipe.onnxmodel.value_info import infer_shapes, inferred_copy
+from trtpipe.precision.materialize.cast_steps import cast_steps
 from trtpipe.precision.materialize.casts import BoundaryCasts, available_by_type
 from trtpipe.precision.network.element_types import RETYPABLE, VALID_PRECISIONS, short_name
 from trtpipe.precision.network.graph_index import (
@@ -85,6 +86,7 @@ def materialize(
     for entry in report["if_outputs_retyped"]:
         entry["type"] = short_name(entry["type"])
     report["nodes_named"] = named
+    report["casts"] = cast_steps(working)  # once / per Loop/Scan step (cast_steps.py)
     return infer_shapes(working), report
 
 
@@ -106,10 +108,13 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
       output computed in another precision is cast back inside the body, except
       that an If whose branches agree outputs that type itself (if_outputs.py).
     - A body node reading an outer-scope tensor reads it in any type the enclosing
-      scope already holds it in (e.g. the FP16 that scope computes), else through a
-      Cast at the start of the body. An outer-scope weight is stored in the types its
-      readers need, body readers included (body_demands.py), so no Cast runs on it
-      inside a Loop body on every iteration.
+      scope already holds it in (e.g. the FP16 that scope computes). An outer-scope
+      weight is stored in the types its readers need, body readers included
+      (body_demands.py). A tensor read inside a Loop/Scan body in another type is
+      loop-invariant: the graph that holds it converts it once, before the loop, and
+      the body reads the converted tensor (casts.py `serve_loop_reads`), so no Cast
+      of it runs on every iteration. Only a read from If branches alone is cast at the
+      start of the branch (it runs once, and only when that branch is taken).
     """
     is_main = outer is None
     if not is_topologically_sorted(list(graph.node)):
@@ -123,7 +128,8 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
     ]
     report["if_outputs_retyped"] += retype_if_outputs(graph, decided, node_precision, types, opsets)
     body_needs = body_demands(graph, node_precision, types, opsets) if index.implicit else None
-    weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names, body_needs)
+    weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names,
+                                  body_needs.exact if body_needs else None)
     stored = store_weights(graph, index, weights, names)
     available = available_by_type(graph, decided, weights.available)
     if not is_main:  # outer-scope tensors read here: available as the enclosing scope holds them
@@ -132,6 +138,8 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
                 available.setdefault(name, dict(outer[name]))
     boundary = BoundaryCasts(graph, index, decided, available, types, names)
     placed = boundary.place(keep_io_types)
+    if body_needs is not None:
+        boundary.serve_loop_reads(body_needs.per_step)
     if not is_main:
         boundary.outputs_in_declared_types()
 

@@ -11,6 +11,7 @@ LOW_PRECISIONS = ("fp16", "bf16")
 # Largest finite value and smallest positive subnormal of each low-precision type.
 FP16_MAX = 65504.0
 FP16_MIN_SUBNORMAL = 2.0**-24
+FP16_MIN_NORMAL = 2.0**-14  # below it, FP16 keeps a fixed absolute step of 2^-24 (subnormals)
 
 
 # How a plan precision is handed to the materialiser: `none` (no float output) and

@@ -56,6 +56,9 @@ def totals(net: Network, decisions: dict[str, Decision], materialized: dict) -> 
         "casts_added": int(materialized["casts_added"]["count"]),
         # Which protective reason each added Cast serves (cast_reasons.py).
         "casts_by_reason": casts_by_reason(net, decisions, materialized["casts_added"].get("casts", [])),
+        # Every Cast of the written model by how often it runs: `once`, or on every step of the
+        # Loop/Scan whose body holds it, `per_step` by loop node (cast_steps.py).
+        "casts": materialized["casts"],
         # Shapes: as the sample data gives them (flop_shapes.py); `nodes_with_unknown_dims` counted
         # a dimension nothing could resolve as 1.
         "flops": {"total": flops_total, "low_precision": flops_low, "nodes_with_unknown_dims": unknown},

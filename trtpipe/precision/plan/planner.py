@@ -6,8 +6,9 @@ Order (later steps override earlier ones, so the most explicit intent wins):
 2. authored: nodes whose precision the model's author chose (mixed-precision models);
 3. default: `precision.default` for everything else;
 4. automatic rules (only over default nodes, only when the default is low precision):
-   constants that do not fit, activation range, normalization groups where a member has
-   evidence (evidence_groups.py);
+   constants that do not fit, activation range (except additive masks read by Softmax and
+   elementwise chains whose overflow only saturates a Tanh/Sigmoid: saturating_chains.py),
+   normalization groups where a member has evidence (evidence_groups.py);
 5. user rules, in the order given (later rules override earlier ones); then the cheap nodes
    computing the input of the groups step 4 kept FP32 and the rules left FP32, over the nodes
    still on the default (group_inputs.py: user rules win, a region follows its group);
@@ -38,6 +39,7 @@ from trtpipe.precision.auto.group_inputs import fp32_groups, input_decisions
 from trtpipe.precision.auto.masked_additions import masked_additions
 from trtpipe.precision.network.network import Network
 from trtpipe.precision.auto.norm_groups import normalization_groups
+from trtpipe.precision.auto.saturating_chains import REASON as SATURATION_REASON, find_chains
 from trtpipe.precision.network.rules import RuleMatch, compile_rules, resolve_rules
 from trtpipe.precision.auto.smoothing import smooth_islands
 
@@ -63,13 +65,19 @@ def plan_precision(
         if auto["max_abs"] is not None and default == "fp16" and feeds_list:
             moments = _moments(net, auto)
             keep = flush_inputs(net, problems) | {t for found in moments.values() for t in found.tensors}
-            reference = observe_reference(net, feeds_list, keep=keep)
+            chains = find_chains(net, float(auto["max_abs"]))
+            reference = observe_reference(net, feeds_list, keep=keep,
+                                          inspect=(lambda values: chains.inspect(net, values)) if chains.chains
+                                          else None)
+            reference.saturating = chains.tolerated()
         if auto["constants"] == "keep_fp32":
             _apply_auto(decisions, constant_decisions(net, default, problems, reference, notes))
         in_range: dict = {}
         if reference is not None:
             observed = node_max_abs(net, reference)
-            in_range = range_decisions(observed, float(auto["max_abs"]))
+            heavy = auto.get("heavy_max_abs")
+            in_range = range_decisions(observed, float(auto["max_abs"]), None if heavy is None else float(heavy),
+                                       {name: net.op_type(name) for name in observed})
             masks = masked_additions(net, reference.highest, float(auto["max_abs"])) & set(in_range)
             in_range = {n: found for n, found in in_range.items() if n not in masks}
             if notes is not None:
@@ -78,6 +86,13 @@ def plan_precision(
                 if decisions[name].source == "default":
                     decisions[name].reason = (f"{decisions[name].reason}; additive mask read only by Softmax: "
                                               f"beyond max_abs only towards -inf (masked_additions.py)")
+            for name, saturating in reference.saturating.items():
+                if name in in_range and decisions[name].source == "default":
+                    decisions[name].reason = (f"{decisions[name].reason}; " + SATURATION_REASON.format(
+                        op=net.op_type(saturating), saturating=saturating))
+            in_range = {n: found for n, found in in_range.items() if n not in reference.saturating}
+            if notes is not None:
+                notes["saturating_chains"] = sorted(reference.saturating)
             _apply_auto(decisions, in_range)
         groups = normalization_groups(net, norms=auto["normalization"], softmax=auto["softmax"])
         _apply_auto(decisions, group_decisions(net, groups, in_range, reference, auto.get("protect", "evidence"),
