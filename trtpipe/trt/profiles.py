@@ -61,7 +61,7 @@ def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, Sha
             raise UserError(
                 f"the model has dynamic inputs ({listed}) and build.profiles is empty "
                 "(build.require_profiles=true demands them)",
-                f"give min/opt/max shapes for each of them (below: the sample data's shapes, or 1 where it has "
+                f"give min/opt/max shapes for each of them (below: the shapes of the sample data, or 1 where it has "
                 f"none; widen min/max to the sizes you deploy), e.g. {example_profiles(example)}",
             )
         data_fix = " ".join(o for name, shape in example.items() if (o := input_shape_override(name, shape)))
