@@ -135,13 +135,13 @@ class BuildEngine(Stage):
             config = {**config, "profiles": profiles}
         if not availability.available:
             return _with_parser(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
-                                          out_dir), parser_fact)
+                                          out_dir), parser_fact, derived and profiles)
         if options.precision_mode == "constraints" and (environment.tensorrt_major or 0) >= 11:
             from trtpipe.trt.builder import constraints_unavailable
 
             raise UserError(constraints_unavailable(environment.tensorrt), "set build.precision_mode=strongly_typed")
         result = backend.build(Path(inputs["model"]), plan, options)
-        return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact)
+        return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact, derived and profiles)
 
 
 def published_model_path(model: Path, out_dir: Path) -> str:
@@ -167,10 +167,12 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     return Path(os.path.relpath(Path(model).absolute(), Path(out_dir).absolute())).as_posix()
 
 
-def _with_parser(outcome: StageOutcome, parser_fact: str) -> StageOutcome:
+def _with_parser(outcome: StageOutcome, parser_fact: str, profiles_from_data=None) -> StageOutcome:
     from trtpipe.trt.parser.parser_check import REPORT
 
     outcome.outputs["parser_support"] = REPORT
+    if profiles_from_data:  # the entry record keeps the profile the data made (the summary says it in words)
+        outcome.details["profiles_from_data"] = profiles_from_data
     outcome.summary = f"{outcome.summary}; {parser_fact}"
     return outcome
 
