@@ -94,6 +94,8 @@ def reason(log: ParserLog, error: str, limit: int = 300) -> str:
     logged one (the parser's op checks first), else the exception's text."""
     ranked = sorted(log.refusal_lines, key=lambda ln: 0 if ("In function" in ln or "check" in ln) else 1)
     text = ranked[0] if ranked else (error or "no reason logged")
+    if "[ONNXRuntimeError]" in text:  # drop ORT's source location and C++ signature before it
+        text = text[text.index("[ONNXRuntimeError]"):]
     where = next((m.group(1) for ln in log.refusal_lines if (m := _WHILE.search(ln))), None)
     if where and where not in text:
         text = f"{text} (node {where})"

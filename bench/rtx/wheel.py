@@ -63,7 +63,9 @@ def ensure(target: Path | None = None) -> Path:
                "--upgrade", "--target", str(target), "-r", str(requirements)]
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode or installed_version(target) != VERSION:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        lines = (done.stderr + "\n" + done.stdout).strip().splitlines()
+        # pip's first ERROR line says what went wrong (no such version, hashes differ).
+        tail = [ln for ln in lines if ln.startswith("ERROR")][:1] or lines[-1:] or ["no output"]
         raise WheelUnavailable(
             f"could not install {NAME}=={VERSION} into {target}: {tail[0]} "
             f"(needs the package index; or install it there yourself: "
