@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -85,22 +86,38 @@ def test_a_plan_the_parser_did_not_see_is_reported_node_by_node(oracle_run, tmp_
     assert any("parsed HALF, expected FLOAT" in d for d in result.disagreements)
 
 
-def test_a_node_the_parser_refuses_is_reported_with_the_parsers_reason(tmp_path):
-    """ConvInteger: the real parser's op check refuses it; the row names the check."""
+def _conv_integer():
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1, 6, 6])
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.uint8), "w")
+    return helper.make_graph([helper.make_node("ConvInteger", ["x", "w"], ["y"], name="ci")], "g", [x], [y], [w])
+
+
+def _double_output():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4])
+    return helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE, name="ci")],
+                             "g", [x], [y])
+
+
+@pytest.mark.parametrize(("graph", "verdict", "words"), [
+    # The real parser's op check refuses ConvInteger; the row names the check and the node.
+    (_conv_integer, "refused by the parser", ("checkConvInteger", "ConvInteger")),
+    # The EP refuses a DOUBLE graph output before the parser sees a node.
+    (_double_output, "refused by the EP", ("Unsupported data type DOUBLE", "y")),
+])
+def test_a_refused_model_is_reported_with_who_refused_it_and_why(tmp_path, graph, verdict, words):
     _require_oracle()
     run = tmp_path / "run"
     (run / "precision").mkdir(parents=True)
-    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, 8, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1, 6, 6])
-    w = numpy_helper.from_array(__import__("numpy").ones((1, 1, 3, 3), "uint8"), "w")
-    graph = helper.make_graph([helper.make_node("ConvInteger", ["x", "w"], ["y"], name="ci")], "g", [x], [y], [w])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph(), opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
     onnx.save(model, run / "precision" / "model.onnx")
+    op = model.graph.node[0].op_type
     (run / "precision" / "precision_plan.json").write_text(
-        json.dumps({"nodes": [{"name": "ci", "op_type": "ConvInteger", "precision": "none"}]}))
+        json.dumps({"nodes": [{"name": "ci", "op_type": op, "precision": "none"}]}))
     oracle = check.prepare(tmp_path / "oracle")
-    result = check.compile_and_compare("convinteger", run, oracle, "sm89", 300)
-    assert result.verdict == "refused"
-    assert "checkConvInteger" in result.reason and "ConvInteger" in result.reason
+    result = check.compile_and_compare(op, run, oracle, "sm89", 300)
+    assert result.verdict == verdict, result.reason
+    assert all(w in result.reason for w in words), result.reason
     assert not result.as_planned

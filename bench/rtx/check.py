@@ -37,7 +37,7 @@ TARGETS = ("sm86", "sm89", "sm120", "sm121")   # what the EP's nv_target_sm acce
 @dataclass
 class ModelResult:
     recipe: str
-    verdict: str = ""            # built | refused | trtpipe failed
+    verdict: str = ""            # built | refused by the parser/builder/EP | trtpipe failed
     reason: str = ""
     engine_seconds: float | None = None
     compile_seconds: float = 0.0
@@ -118,7 +118,7 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
         result.verdict = "refused"
         result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:])
     elif not status["ok"]:
-        result.verdict, result.reason = "refused", parser_log.reason(log, status["error"])
+        result.verdict, result.reason = _refused_by(log), parser_log.reason(log, status["error"])
     else:
         result.verdict = "built"
         # The whole graph on the EP: the compiled model holds only EPContext nodes.
@@ -127,6 +127,14 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
     if log.nodes:
         result.comparison = plan_compare.compare(plan, model, log)
     return result
+
+
+def _refused_by(log: parser_log.ParserLog) -> str:
+    """Who refused: the parser (its op checks), the builder (parsed, engine not built), or
+    the EP before parsing (e.g. a DOUBLE graph output, which no node line precedes)."""
+    if log.parser_error:
+        return "refused by the parser"
+    return "parsed, refused by the builder" if log.nodes else "refused by the EP"
 
 
 def _json_tail(stdout: str) -> dict:

@@ -41,6 +41,7 @@ class ParserLog:
     nodes: dict[str, NodeTypes]
     engine_seconds: float | None
     refusal_lines: list[str]
+    parser_error: bool      # the ONNX parser itself logged an ERROR (ModelImporter, op checks)
     cpu_only: bool          # "Using legacy CPU-only mode": the build made no GPU call
 
 
@@ -86,7 +87,8 @@ def read(text: str) -> ParserLog:
         if _REFUSAL.search(line) and not _GENERIC.search(line):
             refusals.append(_message(line))
             continuing = True
-    return ParserLog(nodes, engine_seconds, refusals, cpu_only)
+    parser_error = any("ModelImporter" in ln or "In function check" in ln for ln in refusals)
+    return ParserLog(nodes, engine_seconds, refusals, parser_error, cpu_only)
 
 
 def reason(log: ParserLog, error: str, limit: int = 300) -> str:

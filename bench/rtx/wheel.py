@@ -14,6 +14,7 @@ and a second run finds it and installs nothing. The folder is `$TRTPIPE_RTX_HOME
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
@@ -56,6 +57,16 @@ def ensure(target: Path | None = None) -> Path:
     if installed_version(target) == VERSION:
         return target
     target.mkdir(parents=True, exist_ok=True)
+    # Two processes (pytest -n 2 on a fresh machine) must not run pip into the same folder
+    # at once: the second waits, then finds the wheel installed.
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if installed_version(target) == VERSION:
+            return target
+        return _install(target)
+
+
+def _install(target: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="rtx-req-") as tmp:
         requirements = Path(tmp) / "requirements.txt"
         requirements.write_text(f"{NAME}=={VERSION} --hash=sha256:{SHA256}\n")
