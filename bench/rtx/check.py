@@ -105,7 +105,9 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
                               env=oracle["env"], timeout=timeout)
         stdout, stderr, code = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as exc:
-        stdout, stderr, code = "", str(exc.stderr or ""), None
+        # TimeoutExpired carries bytes even under text=True.
+        partial = exc.stderr or b""
+        stdout, stderr, code = "", partial.decode(errors="replace") if isinstance(partial, bytes) else partial, None
     log_path.write_text(stderr)
     result.log_path = str(log_path)
     log = parser_log.read(stderr)
@@ -113,7 +115,7 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
     status = _json_tail(stdout)
     result.compile_seconds = status.get("seconds", time.perf_counter() - start)
     if code is None:
-        result.verdict, result.reason = "refused", f"timed out after {timeout:.0f}s"
+        result.verdict, result.reason = "timed out", f"no answer after {timeout:g} s (--timeout)"
     elif not status:
         result.verdict = "refused"
         result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:])
