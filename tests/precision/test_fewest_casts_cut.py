@@ -17,7 +17,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.precision.auto import fewest_casts as fewest
+from trtpipe.precision.cut import fewest_casts as fewest
 from trtpipe.precision.network.decisions import Decision
 from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
 

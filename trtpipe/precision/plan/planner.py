@@ -34,14 +34,14 @@ from trtpipe.precision.auto.auto_range import node_max_abs, observe_reference, r
 from trtpipe.precision.auto.control_flow import control_flow_initial, derive_control_flow
 from trtpipe.precision.network.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.auto.evidence_groups import group_decisions, moment_tensors
-from trtpipe.precision.auto.fewest_casts import fewest_casts
+from trtpipe.precision.cut.fewest_casts import fewest_casts
 from trtpipe.precision.auto.group_inputs import fp32_groups, input_decisions
 from trtpipe.precision.auto.masked_additions import masked_additions
 from trtpipe.precision.network.network import Network
 from trtpipe.precision.auto.norm_groups import normalization_groups
 from trtpipe.precision.auto.saturating_chains import REASON as SATURATION_REASON, find_chains
 from trtpipe.precision.network.rules import RuleMatch, compile_rules, resolve_rules
-from trtpipe.precision.auto.smoothing import smooth_islands
+from trtpipe.precision.cut.smoothing import smooth_islands
 
 log = logging.getLogger(__name__)
 

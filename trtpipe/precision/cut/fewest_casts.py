@@ -48,8 +48,8 @@ import logging
 
 import onnx
 
-from trtpipe.precision.auto.min_cut import INFINITE, SINK, SOURCE, CutGraph
-from trtpipe.precision.auto.smoothing import HEAVY_OPS
+from trtpipe.precision.cut.min_cut import INFINITE, SINK, SOURCE, CutGraph
+from trtpipe.precision.cut.smoothing import HEAVY_OPS
 from trtpipe.precision.network.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.network.flops import HEAVY_OPS as FLOP_OPS
 from trtpipe.precision.network.network import Network
