@@ -18,6 +18,7 @@ from trtpipe.data import resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
+from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
 from trtpipe.runner.interrupt import Interrupted, signals_deferred
@@ -85,6 +86,13 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         start_dir=str(Path(start_dir).resolve()),
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
+    try:
+        return _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir)
+    finally:
+        cache.release()
+
+
+def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> PipelineResult:
     artifacts = {SOURCE_KIND: source}
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
@@ -119,6 +127,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         manifest.write(run_dir)
     if copy_error is not None:
         log.error("  copying into the run directory failed: %s", copy_error)
+    bound_cache(cache, cfg.cache.get("max_size"))
     return PipelineResult(run_dir, manifest, manifest.exit_code, failure)
 
 
