@@ -5,8 +5,8 @@ Decisions:
   the entries this run used are passed as `keep` and are never deleted, and entries other
   runs hold are skipped. The run's outcome never depends on it: a failure to prune is one
   warning line, the exit code stays the run's.
-- One console line when it deleted something (what, how much, the size now) or could not
-  get under the bound; nothing when the cache was within it.
+- One console line when it deleted something or could not get under the bound (what, how
+  much, the size now, what is kept); nothing when the cache was within it.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ def bound_cache(cache: ArtifactCache, max_size: str | None) -> None:
     except (OSError, UserError) as error:
         log.warning("trtpipe: cache.max_size=%s: pruning the cache failed: %s", max_size, error)
         return
-    if report.removed:
-        log.info("trtpipe: cache.max_size=%s: deleted %d least recently used cache entries (%s); the cache holds %s",
-                 max_size, len(report.removed), human_size(report.freed), human_size(report.size_after))
-    if report.size_after > limit:
-        log.info("trtpipe: cache.max_size=%s: the cache still holds %s (this run's entries%s are kept)",
-                 max_size, human_size(report.size_after),
-                 f" and {len(report.held)} held by other runs" if report.held else "")
+    over = report.size_after > limit
+    if not report.removed and not over:
+        return
+    kept = ""
+    if over:  # what keeps the cache above its bound
+        kept = " (over the bound: this run's entries" + (f" and {len(report.held)} other runs hold" if report.held
+                                                          else "") + " are kept)"
+    log.info("trtpipe: cache.max_size=%s: deleted %d least recently used cache entries (%s); the cache holds %s%s",
+             max_size, len(report.removed), human_size(report.freed), human_size(report.size_after), kept)
