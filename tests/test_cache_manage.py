@@ -101,7 +101,7 @@ HOLDER = textwrap.dedent("""
         import json
         entry = root / "entries" / "sanitize" / key
         material = json.loads((entry / "entry.json").read_text())["material"]
-        cache = ArtifactCache(root)
+        cache = ArtifactCache(root, hold_entries=True)
         assert cache.get_or_compute("sanitize", material, None).status == "cached"
     print("held", flush=True)
     sys.stdin.read()

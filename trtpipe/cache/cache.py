@@ -43,7 +43,7 @@ from trtpipe.cache.cache_dir import (
 )
 from trtpipe.cache.entry_schema import record_problem
 from trtpipe.cache.explain import explain_miss
-from trtpipe.cache.holds import EntryHolds
+from trtpipe.cache.holds import EntryHolds, touch_entry
 from trtpipe.cache.files import disk_errors_as_user_errors, ensure_writable_dir, write_atomic
 from trtpipe.cache.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
 
@@ -86,23 +86,29 @@ def cache_key(material: dict) -> str:
 
 
 class ArtifactCache:
-    def __init__(self, root: Path, lock_timeout: float = 7200.0) -> None:
+    def __init__(self, root: Path, lock_timeout: float = 7200.0, hold_entries: bool = False) -> None:
+        """`hold_entries`: hold every entry returned until `release` (a run does: runner/pipeline.py);
+        off for a single lookup, so that an object nobody releases never keeps a lock."""
         fix = "set cache.dir (or TRTPIPE_CACHE) to a writable directory"
         self.root = ensure_writable_dir(Path(root), "cache directory", fix)
         self.lock_timeout = lock_timeout
         claim_cache_dir(self.root)
         remove_dead_temporaries(self.root / "tmp")
-        self.holds = EntryHolds(self.root, lock_timeout)
+        self.holds = EntryHolds(self.root, lock_timeout) if hold_entries else None
 
     def get_or_compute(self, stage: str, material: dict, compute: Compute,
                        required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None) -> CacheResult:
         """`required`: output kinds an entry must have to be trusted. `known_files`: files of
         verified entries (the stage's inputs) and their digests; see `_build`.
 
-        The entry is held (holds.py) until `release`: no pruner deletes it while this run uses it."""
+        With `hold_entries`, the entry is held (holds.py) until `release`: no pruner deletes it
+        while this run uses it."""
         key = cache_key(material)
         for _ in range(_HOLD_ATTEMPTS):
             result = self._get_or_compute(stage, key, material, compute, required, known_files)
+            if self.holds is None:
+                touch_entry(result.entry.directory)
+                return result
             if self.holds.hold(key, result.entry.directory):
                 return result
             log.info("%s: cache entry %s… was pruned as it was published; looking again", stage, key[:12])
@@ -111,13 +117,16 @@ class ArtifactCache:
 
     def release(self) -> None:
         """Let go of the entries this run used (prunable again)."""
-        self.holds.release()
+        if self.holds is not None:
+            self.holds.release()
 
     def _get_or_compute(self, stage: str, key: str, material: dict, compute: Compute,
                         required: tuple[str, ...], known_files: Mapping[Path, str] | None) -> CacheResult:
         entry, problem = self._load(stage, key, required)
         if entry is not None:
             return CacheResult(entry, "cached", None)
+        if self.holds is not None:  # our own shared hold would block our exclusive lock (flock is per open file)
+            self.holds.drop(key)
         with self._lock(stage, key):
             entry, problem = self._load(stage, key, required)  # another process may have finished it
             if entry is not None:

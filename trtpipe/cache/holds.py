@@ -23,17 +23,14 @@ import os
 import time
 from pathlib import Path
 
-from trtpipe.cache.cache_dir import refuse_linked_file
+from trtpipe.cache.cache_dir import real_folder, refuse_linked_file
 
 _POLL_SECONDS = 0.05
 
 
-def lock_path(root: Path, key: str) -> Path:
-    return root / "locks" / f"{key}.lock"
-
-
 def open_lock(root: Path, key: str) -> int:
-    path = lock_path(root, key)
+    """The key's lock file (locks/<key>.lock), opened without following a link (refused, exit 2)."""
+    path = real_folder(root, "locks") / f"{key}.lock"
     refuse_linked_file(root, path)
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
@@ -77,6 +74,11 @@ class EntryHolds:
         self._fds[key] = fd
         touch_entry(directory)
         return True
+
+    def drop(self, key: str) -> None:
+        fd = self._fds.pop(key, None)
+        if fd is not None:
+            os.close(fd)
 
     def release(self) -> None:
         fds, self._fds = self._fds, {}

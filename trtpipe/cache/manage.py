@@ -5,8 +5,8 @@ Modelled on ccache (-s, -M, -C), `pip cache` and Bazel's disk cache.
 
 Decisions:
 - Sizes are the bytes of the files (st_size), every file counted once however many hard links
-  it has (an entry may hard-link an input entry's weights file): what `du --apparent-size
-  --count-links`-free accounting would give, and what deleting frees. The total covers the whole
+  it has (an entry may hard-link an input entry's weights file, cache.py): what deleting frees
+  (folders themselves are not counted: a file system's detail). The total covers the whole
   cache folder; only entries are ever deleted (built-in models, the TensorRT timing cache, the
   miss index and the lock files stay: small, and the lock files must never be unlinked while
   another process may open them).
@@ -117,7 +117,10 @@ def scan(root: Path) -> CacheScan:
         for directory in _real_dirs(stage_dir):
             if not _KEY.fullmatch(directory.name):
                 continue
-            info = os.lstat(directory)
+            try:
+                info = os.lstat(directory)
+            except FileNotFoundError:  # deleted meanwhile
+                continue
             entries.append(Entry(stage_dir.name, directory.name, directory, info.st_mtime, _file_sizes(directory)))
     entries.sort(key=lambda e: (e.last_use, e.stage, e.key))
     return CacheScan(root, sum(_file_sizes(root).values()), entries)

@@ -25,7 +25,7 @@ def bound_cache(cache: ArtifactCache, max_size: str | None) -> None:
         return
     limit = parse_size(max_size, "cache.max_size")
     try:
-        report = prune(cache.root, max_size=limit, keep=cache.holds.keys)
+        report = prune(cache.root, max_size=limit, keep=cache.holds.keys if cache.holds else frozenset())
     except (OSError, UserError) as error:
         log.warning("trtpipe: cache.max_size=%s: pruning the cache failed: %s", max_size, error)
         return

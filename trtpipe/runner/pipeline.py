@@ -75,7 +75,8 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     """Raises UserError for problems found before any stage starts (nothing is written then)."""
     stages = plan_stages(list(cfg.stages))
     cache_root = Path(cfg.cache.dir).expanduser()
-    cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout)
+    cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout,
+                          hold_entries=True)
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
     source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"), is_source=True)
