@@ -172,6 +172,13 @@ def test_cache_max_size_is_enforced_after_a_run(tmp_path):
     assert "cache.max_size=10G:" not in quiet.stdout + quiet.stderr and len(present(cache)) == 4
 
 
+def test_the_console_script_is_declared():
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["trtpipe-cache"] == "trtpipe.cache_cli:main"
+
+
 def test_errors_are_one_line_exit_2(tmp_path):
     cache = tmp_path / "cache"
     run(tmp_path, cache, A, "a")

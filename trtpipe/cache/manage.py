@@ -29,7 +29,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtpipe.cache.cache_dir import CACHE_MARKER, discard_entry, is_trtpipe_cache, remove_dead_temporaries
+from trtpipe.cache.cache_dir import (
+    CACHE_MARKER,
+    discard_entry,
+    is_trtpipe_cache,
+    real_folder,
+    remove_dead_temporaries,
+)
 from trtpipe.cache.holds import open_lock
 from trtpipe.errors import UserError
 
@@ -131,7 +137,7 @@ def prune(root: Path, *, max_size: int | None = None, older_than: float | None =
     """Delete entries, least recently used first, until the cache is at most `max_size` bytes
     and none is older than `older_than` seconds (since its last use), or all (`everything`);
     `keep`: keys never deleted."""
-    remove_dead_temporaries(root / "tmp")
+    remove_dead_temporaries(real_folder(root, "tmp"))  # deleting goes through tmp/ (a real folder)
     found = scan(root)
     now = time.time() if now is None else now
     holders: dict[tuple[int, int], int] = {}
