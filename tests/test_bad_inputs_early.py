@@ -215,9 +215,17 @@ def divide_by_zero_model(path: Path) -> None:
 def test_a_non_finite_reference_is_reported_not_silently_passed(tmp_path):
     """Reproduced: an output that is +inf in the reference and in the candidate passed with a row
     of zeros ("max_abs 0 ... nonfin 0 ok") and nothing in validation.json saying that no value
-    of the output was judged at all."""
+    of the output was judged at all. Since issue 22 item 5 such an output fails (nothing of it
+    was compared, below validate.min_compared); with the bound set to 0 on purpose it passes with
+    the note."""
     divide_by_zero_model(tmp_path / "div0.onnx")
     run = run_trtpipe(tmp_path, "model.path=div0.onnx", NO_BUILD, "+data.inputs.x={low:0.5,high:1}")
+    assert run.code == 1, run.stdout + run.stderr
+    report = json.loads((run.run_dir / "validate" / "validation.json").read_text())
+    assert not report["passed"]
+    assert any("only 0 of 4 positions compared" in r for r in report["candidates"][0]["reasons"]), report
+    run = run_trtpipe(tmp_path, "model.path=div0.onnx", NO_BUILD, "+data.inputs.x={low:0.5,high:1}",
+                      "validate.min_compared=0", run_name="bound-off")
     assert run.code == 0, run.stdout + run.stderr
     report = json.loads((run.run_dir / "validate" / "validation.json").read_text())
     metrics = report["candidates"][0]["outputs"]["y"]

@@ -98,3 +98,46 @@ def test_validation_draws_the_accuracy_picture(workdir):
     stage = next(s for s in run.manifest["stages"] if s["name"] == "validate")
     png = run.run_dir / stage["outputs"]["plot"]["path"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _expand_model(path, rows: int) -> None:
+    """x [1,16] -> MatMul -> Expand to [rows, 16] -> ReduceSum: one big intermediate, no big weights."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([rows, 16], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+         helper.make_node("Expand", ["h", "shape"], ["e"], name="big"),
+         helper.make_node("ReduceSum", ["e"], ["y"], name="sum", keepdims=0)], "expand",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight, shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_onnx_runtime_out_of_memory_in_validate_is_one_line_exit_2(tmp_path):
+    """Issue 22 item 11. Reproduced: the FP32 reference fits, the emulated FP16 candidate (its
+    rounding Casts hold a second copy of the 1 GiB tensor) does not: exit 1 with
+    `Fail: [ONNXRuntimeError] : 1 : FAIL : ... bfc_arena.cc:360 void* onnxruntime::BFCArena::...`
+    (or `RuntimeException ... std::bad_alloc (traceback in ...)`), where the same failure in the
+    precision stage's reference run was already a clean exit 2."""
+    import resource
+
+    _expand_model(tmp_path / "expand.onnx", 1 << 24)  # a 1 GiB float32 intermediate
+
+    def address_space_of_2_5_gib():
+        resource.setrlimit(resource.RLIMIT_AS, (int(2.5 * (1 << 30)),) * 2)
+
+    run = run_trtpipe(tmp_path, "model.path=expand.onnx", "stages=[sanitize,precision,validate]",
+                      "sanitize.fold_constants=false", "precision.auto.max_abs=null", "validate.plot=false",
+                      "data.iterations=1", preexec_fn=address_space_of_2_5_gib)
+    assert run.code == 2, run.stdout + run.stderr
+    assert run.statuses()["validate"] == "failed"
+    error = run.manifest["stages"][-1]["error"]
+    assert "ran out of memory to run the model" in error, error
+    assert "Failed to allocate memory" in error or "bad_alloc" in error, error
+    assert "onnxruntime_src" not in error and "[ONNXRuntimeError]" not in error and "data.iterations=1" in error
+    problems = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(problems) == 1 and "traceback" not in run.stderr.lower(), run.stderr

@@ -97,3 +97,71 @@ def test_a_lock_whose_holder_died_does_not_block(tmp_path):
 
     assert cache.get_or_compute("sanitize", material, compute).status == "ran"
     assert time.monotonic() - started < 5
+
+
+HOLD_UNTIL_STDIN_CLOSES = """
+import sys
+from pathlib import Path
+from trtpipe.cache.locks import held
+with held(Path(sys.argv[1]), 5, purpose="x", stage="sanitize"):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_wait_for_a_lock_is_on_the_console_and_its_timeout_names_the_live_holder(tmp_path):
+    """Issue 22 item 13. Reproduced: while another run held a key's lock the console said nothing
+    (the waiting line went only to trtpipe.log), and the timeout said "if no other trtpipe job is
+    running, delete that file" although an flock is only ever held by a live process."""
+    small = ["model.builtin=mixed_precision", "stages=[sanitize]"]
+    key = run_trtpipe(tmp_path, *small, cache=tmp_path / "elsewhere", run_name="key").manifest["stages"][0]["key"]
+    cache = tmp_path / "cache"
+    assert run_trtpipe(tmp_path, *small, "sanitize.toposort=false", cache=cache, run_name="claim").code == 0
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_UNTIL_STDIN_CLOSES, str(cache / "locks" / f"{key}.lock")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        impatient = run_trtpipe(tmp_path, *small, "cache.lock_timeout=1", cache=cache, run_name="impatient")
+        env = {**os.environ, "TRTPIPE_CACHE": str(cache)}
+        patient = subprocess.Popen([sys.executable, "-m", "trtpipe", *small, f"hydra.run.dir={tmp_path / 'patient'}"],
+                                   cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while "waiting for" not in ((tmp_path / "patient" / "trtpipe.log").read_text()
+                                    if (tmp_path / "patient" / "trtpipe.log").exists() else ""):
+            assert time.time() < deadline and patient.poll() is None, patient.communicate()
+            time.sleep(0.01)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    stdout, stderr = patient.communicate(timeout=120)
+
+    assert impatient.code == 1, impatient.stdout + impatient.stderr
+    assert f"waiting for pid {holder.pid} on " in impatient.stdout  # on the console, naming the holder
+    error = impatient.manifest["stages"][0]["error"]
+    assert f"waited 1 s for pid {holder.pid} on " in error and "still running" in error, error
+    assert "delete" not in (impatient.stdout + impatient.stderr).lower()
+    assert patient.returncode == 0, stdout + stderr
+    assert f"sanitize: waiting for pid {holder.pid} on " in stdout and "sanitize: got the lock after" in stdout
+    assert json.loads((tmp_path / "patient" / "manifest.json").read_text())["stages"][0]["status"] == "ran"
+
+
+def test_a_long_wait_prints_progress(tmp_path, caplog):
+    """The waiting line, then progress while the holder keeps the lock (here 2.5 s), then the lock."""
+    import logging
+
+    from trtpipe.cache.locks import held
+
+    lock_file = tmp_path / "locks" / "k.lock"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from trtpipe.cache.locks import held\n"
+        f"with held(__import__('pathlib').Path({str(lock_file)!r}), 5, purpose='x', stage='sanitize'):\n"
+        "    print('held', flush=True); time.sleep(2.5)")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with caplog.at_level(logging.INFO, logger="trtpipe"):
+        with held(lock_file, 30, purpose="which is computing the same entry", stage="sanitize"):
+            pass
+    holder.wait()
+    lines = [r.getMessage() for r in caplog.records if r.name == "trtpipe"]
+    assert lines[0].startswith(f"  sanitize: waiting for pid {holder.pid} on ") and "(sanitize, since" in lines[0]
+    assert any(line.startswith(f"  sanitize: still waiting for pid {holder.pid}") for line in lines), lines
+    assert lines[-1].startswith("  sanitize: got the lock after")

@@ -37,6 +37,8 @@ TENSORRT = "needs TensorRT or an engine built on a GPU (neither exists on this m
 INTERNAL = "a contract between trtpipe's own functions; no configuration reaches it from the command line"
 API_ONLY = "raised by the Python API (trtpipe.api.run) only, never by the command line"
 VERIFY = "a trtpipe-verify error: its Fix names a command-line option or a manifest to produce"
+LIVE_HOLDER = ("another process is computing the same entry and still holds its lock: the Fix is to wait for it "
+               "or stop it (cache.lock_timeout=N only waits longer; provoking it needs a second live process)")
 GENERIC = ("the last resort for an error Hydra reports in its own words, after every specific message "
            "(the exact override with +, a misspelled key) was tried")
 
@@ -67,6 +69,8 @@ PASTE = {
         Paste(("stages=[sanitize,sanitize]",)),
     "trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}: {}":
         Paste(("stages=[sanitize]", "validate.tolerance.cosine_min=1.5")),
+    "trtpipe/config/check.py:_check_tolerances: validate.min_compared is {}, not a share of positions between 0 and 1":
+        Paste(("stages=[sanitize]", "validate.min_compared=1.5")),
     "trtpipe/numerics/inputs.py:_integer_range_needed: model input {} is {} and has no sample range "
     "(data.inputs.{}.low/high); random values of an integer input (ids, masks, indices) would be meaningless":
         Paste(("model.path={tokens}", NO_BUILD)),
@@ -87,6 +91,8 @@ PASTE = {
     "trtpipe/config/ignored_settings.py:ignored_settings_lines: trtpipe: warning: {} set but ignored: stage '{}' "
     "is not in 'stages'. Fix: to run it, add it to 'stages': {}":
         Paste(("stages=[sanitize]", "upgrade_opset.target=18")),
+    "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}' (the closest is '{}')":
+        Paste(("+recipe=transformer_fp61", "stages=[sanitize]"), replace=True),
     "trtpipe/config/check.py:_one_of: config value of '{}' is {}":
         Paste(("stages=[sanitize]", "precision.default=fp61")),
     "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
@@ -96,6 +102,19 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/cache/files.py:cache_errors_as_user_errors: cannot use the cache's {} {}: {}": ENVIRONMENT,
+    "trtpipe/cache/locks.py:_acquire: {}waited {} s for {}, {} (lock {}); that process is still running (a lock is "
+    "released when its holder exits, so it is never stale). Fix: let it finish, or stop it, then rerun (the rerun "
+    "uses its result), or wait longer: cache.lock_timeout={}": LIVE_HOLDER,
+    "trtpipe/numerics/ort_session.py:_failure: ONNX Runtime {} ran out of memory to {} the model: {}": ENVIRONMENT,
+    "trtpipe/numerics/sample_values.py:check_generation_specs: data.inputs.{}.shape {} has a dimension of size 0: "
+    "nothing would be run or compared": USER_VALUE,
+    "trtpipe/numerics/sample_values.py:check_generation_specs: data.inputs.{}.{} is {}: every generated value would "
+    "be inf/NaN": USER_VALUE,
+    "trtpipe/numerics/sample_values.py:check_sample_values: {} holds {} inf/NaN value(s) of {}: the reference would "
+    "be inf/NaN where they reach, and those positions cannot be compared": DATA_FILE,
+    "trtpipe/numerics/sample_values.py:check_sample_values: {} is empty (shape {}): nothing would be run or compared":
+        DATA_FILE,
     'trtpipe/api.py:_refuse_hydra_overrides: override {}: {} is a Hydra setting the Python API does not use': API_ONLY,
     'trtpipe/config/build_schema.py:_bytes: {} is {}': USER_VALUE,
     'trtpipe/config/build_schema.py:check_optimization_level: build.builder_optimization_level is {}': CHOICE,
@@ -127,6 +146,8 @@ PROSE = {
     "trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} resolves outside the model's directory ({})": MODEL,
     "trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} {} (to {}); trtpipe reads external data only from regular files inside the model's directory, as onnx and ONNX Runtime do": MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_data_file: {} keeps its data externally but names no file (empty location)': MODEL,
+    "trtpipe/onnxmodel/external_files.py:checked_data_file: {} names the model's folder ({}) as its external data file, not a file in it": MODEL,
+    "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}'": CHOICE,
     "trtpipe/onnxmodel/external_files.py:checked_data_file: {} names external data at {}, outside the model's directory (ONNX requires a relative path below it, without '..')": MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_data_file: {} names the model file itself ({}) as its external data file': MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_span: external data file {} of {} is too short for it (needs bytes {}-{}, has {})': MODEL,

@@ -28,6 +28,21 @@ def test_a_user_error_on_a_rerun_keeps_the_earlier_runs_log_and_hydra_dir(tmp_pa
     assert (first.run_dir / "manifest.json").is_file()
 
 
+def test_a_failed_rerun_leaves_the_earlier_runs_hydra_files_as_they_were(tmp_path):
+    """Issue 22 item 7. Reproduced: after `trtpipe hydra.run.dir=X model.path=/nonexistent.onnx`
+    (exit 2), X/.hydra/*.yaml held the failed run's settings and contradicted X/manifest.json."""
+    first = run_trtpipe(tmp_path, *SMALL)
+    assert first.code == 0, first.stderr
+    hydra_dir = first.run_dir / ".hydra"
+    before = {p.name: p.read_bytes() for p in hydra_dir.iterdir()}
+    for bad in (["model.path=/nonexistent.onnx"], ["data.path=/no/such.npz"]):  # errors before any stage
+        again = run_trtpipe(tmp_path, *SMALL, *bad)
+        assert again.code == 2, again.stderr
+        assert {p.name: p.read_bytes() for p in hydra_dir.iterdir()} == before, bad
+    assert "/nonexistent.onnx" not in (hydra_dir / "overrides.yaml").read_text()
+    assert first.manifest["overrides"] == list(SMALL)
+
+
 def test_a_user_error_into_a_new_run_dir_still_leaves_nothing(tmp_path):
     failed = run_trtpipe(tmp_path, "model.path=/no/such.onnx", run_name="fresh")
     assert failed.code == 2

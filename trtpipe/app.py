@@ -22,7 +22,8 @@ def debug_enabled(cfg: DictConfig | None = None) -> bool:
 
 
 def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: list[str], before=None):
-    """Run the pipeline; returns (exit code, RunResult or None). `before`: a RunDirSnapshot."""
+    """Run the pipeline; returns (exit code, RunResult or None, one-line reason or None when it
+    passed). `before`: a RunDirSnapshot."""
     from trtpipe.api import PipelineFailed, execute
 
     try:
@@ -32,22 +33,22 @@ def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: 
             log.exception("trtpipe: error: %s", error)
         else:
             log.error("trtpipe: error: %s", error)
-        return error.exit_code, None
+        return error.exit_code, None, str(error)
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: the manifest says `interrupted`
         from trtpipe.runner.interrupt import Interrupted
 
         interrupted = Interrupted.of(error)
         log.error("%s", interrupted.one_line())
-        return interrupted.exit_code, None
+        return interrupted.exit_code, None, interrupted.one_line().removeprefix("trtpipe: ")
     except PipelineFailed as failed:
         log.info("trtpipe: FAILED (exit %d); manifest: %s", failed.result.exit_code, run_dir / MANIFEST_NAME)
-        return failed.result.exit_code, failed.result
+        return failed.result.exit_code, failed.result, str(failed)
     except Exception as error:  # a defect in trtpipe: one line on the console, the traceback in the log
         if debug_enabled(cfg):
             raise
         log.debug("unexpected error", exc_info=True)
         log.error("trtpipe: internal error: %s: %s (traceback in %s; debug=true prints it)",
                   type(error).__name__, error, run_dir / "trtpipe.log")
-        return EXIT_FAILED, None
+        return EXIT_FAILED, None, f"internal error: {type(error).__name__}: {error}"
     log.info("trtpipe: ok; manifest: %s", run_dir / MANIFEST_NAME)
-    return EXIT_OK, result
+    return EXIT_OK, result, None

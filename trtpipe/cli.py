@@ -29,7 +29,7 @@ import os
 import sys
 from pathlib import Path
 
-from trtpipe.errors import EXIT_OK, UserError
+from trtpipe.errors import EXIT_FAILED, EXIT_OK, UserError
 from trtpipe.runner.interrupt import Interrupted, install_signal_handlers
 
 OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
@@ -70,6 +70,7 @@ def _main() -> None:
 
             print(version_text() if "--version" in argv else help_text())
             sys.exit(EXIT_OK)
+        from trtpipe.cache.cache_home import pin_cache_env
         from trtpipe.config.completion import completion_output
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
@@ -80,6 +81,7 @@ def _main() -> None:
         config_dir = conf_dir()
         preflight(config_dir, argv)
         snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
+        pin_cache_env(Path.cwd())  # a relative TRTPIPE_CACHE: from here, not from each job's directory
         with completion_output(argv):  # shell completion offers +recipe=, not recipe= (config/completion.py)
             code = _run_hydra(config_dir, switches)
         sys.exit(code)
@@ -124,6 +126,7 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     from trtpipe.config.check import config_error
     from trtpipe.runner.console import configure_console, json_summary
     from trtpipe.runner.rundir import explicit_snapshot, run_dir_error, snapshot_for
+    from trtpipe.runner.sweep_jobs import SweepJob
 
     exit_codes: list[int] = []
     if switches["quiet"]:
@@ -137,10 +140,16 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         run_dir = Path(hydra_cfg.runtime.output_dir)
         mode_key = "sweep" if hydra_cfg.mode == RunMode.MULTIRUN else "run"
         pattern = OmegaConf.to_container(hydra_cfg[mode_key], resolve=False).get("dir")
-        code, result = run_from_config(
-            cfg, run_dir=run_dir, start_dir=Path(hydra.utils.get_original_cwd()),
-            overrides=list(hydra_cfg.overrides.task), before=snapshot_for(run_dir, str(pattern)),
-        )
+        start_dir = Path(hydra.utils.get_original_cwd())
+        before = snapshot_for(run_dir, str(pattern))
+        job = SweepJob.of(hydra_cfg, start_dir, run_dir) if mode_key == "sweep" else None
+        if job is not None and job.sweep_was_interrupted():  # no job starts work after Ctrl-C
+            before.remove_new()
+            return EXIT_OK
+        code, result, reason = run_from_config(cfg, run_dir=run_dir, start_dir=start_dir,
+                                               overrides=list(hydra_cfg.overrides.task), before=before)
+        if job is not None:  # every job, a user error's too, has its line in the summary
+            job.ended(code, reason, manifest=result is not None or code > 128)
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
         if switches["json"]:
             print(json.dumps(json_summary(code, run_dir, result)), flush=True)
@@ -156,7 +165,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
 
         # A config whose hydra.mode is a sweep (a recipe's `hydra.mode: MULTIRUN`) goes to hydra.main.
         if not (is_single_run(sys.argv[1:]) and run_single(config_dir, task, sys.argv[1:])):
-            hydra.main(config_path=str(config_dir), config_name="config", version_base=VERSION_BASE)(task)()
+            _run_sweep(lambda: hydra.main(config_path=str(config_dir), config_name="config",
+                                          version_base=VERSION_BASE)(task)())
     except (HydraException, OmegaConfBaseException) as error:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise
@@ -174,5 +184,35 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         raise user_error from error
     from trtpipe.runner.sweep_summary import SweepSummary
 
-    # Jobs run by other processes (joblib, submitit) report through their manifests.
+    # Jobs run by other processes (joblib, submitit) report through their records (runner/sweep_jobs.py).
     return max([*exit_codes, SweepSummary.last_exit_code], default=EXIT_OK)
+
+
+def _run_sweep(run) -> None:
+    """hydra.main, and the sweep's summary even when the launcher stops it.
+
+    Decision: a joblib worker killed (kill -9, the OOM killer) makes loky raise in this
+    process, and Ctrl-C raises here too; Hydra then never calls on_multirun_end. The summary
+    is written (every job with its status) and the error is one line: exit code the worst
+    job's (137 for a job killed by SIGKILL), 130/143 for a signal here."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from trtpipe.runner.sweep_summary import SweepSummary, finish, launcher_stop
+
+    try:
+        run()
+        if SweepSummary.last_signal is not None:  # the signal came, but every job had ended by itself
+            print(f"trtpipe: interrupted; every job's status: {SweepSummary.last_summary}", file=sys.stderr)
+    except (KeyboardInterrupt, SystemExit, OSError, ValueError, HydraException, OmegaConfBaseException):
+        # Then reported as before: interrupted (a job's SystemExit(130) in this process: the basic
+        # launcher), or the run directory's or config's error.
+        finish()
+        raise
+    except Exception as error:
+        if SweepSummary.sweep_dir is None:  # no sweep under way
+            raise
+        summary = finish(error)
+        print(f"trtpipe: the sweep stopped: {launcher_stop(error)[1]}; every job's status: "
+              f"{summary or 'no summary written'}", file=sys.stderr)
+        SweepSummary.last_exit_code = max(SweepSummary.last_exit_code, EXIT_FAILED)

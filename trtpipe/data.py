@@ -13,6 +13,7 @@ from typing import Mapping
 
 from trtpipe.errors import UserError
 from trtpipe.cache.hashing import sha256_file
+from trtpipe.numerics.sample_values import ALLOW_KEY, check_generation_specs, check_sample_values
 
 
 def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shapes: Mapping | None = None) -> dict:
@@ -30,6 +31,8 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
             inputs[name] = {**inputs.get(name, {}), "shape": list(shape)}
     resolved = {"seed": int(data["seed"]), "iterations": int(data["iterations"]), "inputs": inputs,
                 "path": None, "sha256": None}
+    if data.get(ALLOW_KEY):  # only when set: the cache keys of every other run stay as they were
+        resolved[ALLOW_KEY] = True
     if data.get("path"):
         given = Path(data["path"]).expanduser()
         given = given if given.is_absolute() else start_dir / given
@@ -39,6 +42,18 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
                             "give an .npz or Polygraphy JSON inputs file")
         resolved["path"], resolved["sha256"] = str(path), sha256_file(path)
     return resolved
+
+
+def check_sample_data(data: Mapping) -> None:
+    """Refuse, before any stage runs the model, sample inputs that are empty or inf/NaN
+    (numerics/sample_values.py); the file is read here once more (stages read it again)."""
+    from trtpipe.numerics.inputs import load_inputs
+
+    allow = bool(data.get(ALLOW_KEY))
+    if data.get("path"):
+        check_sample_values(load_inputs(Path(data["path"])), allow, f"data.path {data['path']}")
+    else:
+        check_generation_specs(data.get("inputs") or {}, allow)
 
 
 def not_a_file(given: Path, resolved: Path) -> str:
@@ -62,9 +77,14 @@ def not_a_file(given: Path, resolved: Path) -> str:
 
 
 def sample_feeds(model, data: Mapping) -> list[dict]:
-    """The feed dicts described by a resolved data block."""
+    """The feed dicts described by a resolved data block (never empty, finite unless allowed)."""
     from trtpipe.numerics.inputs import generate_inputs, load_inputs
 
     if data.get("path"):
-        return load_inputs(Path(data["path"]), model)
-    return generate_inputs(model, data.get("inputs") or {}, data["seed"], data["iterations"])
+        feeds = load_inputs(Path(data["path"]), model)
+        where = f"data.path {data['path']}"
+    else:
+        feeds = generate_inputs(model, data.get("inputs") or {}, data["seed"], data["iterations"])
+        where = "generated from data.inputs and the model's input shapes"
+    check_sample_values(feeds, bool(data.get(ALLOW_KEY)), where)
+    return feeds

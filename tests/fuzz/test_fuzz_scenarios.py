@@ -2,11 +2,10 @@
 real run of the real command with the file system around it mutated, or a real sweep with a
 failing or killed job. Mutations, oracles: bench/fuzz/fuzz_scenarios.py and the modules it names.
 
-OPEN_ON_MAIN lists the mutations whose defects main still has (found by this fuzzer over 200
-fs and 60 sweep cases, seed 1; fixed in the hardfiles/hardruns branches): their defects are
-reported, not failed on. Every other mutation must give 0 defects (sweep_sigint found none on
-main in 10 cases, so it is held to 0 like the controls). After merging a fix, delete its line:
-the test then holds it.
+OPEN_ON_MAIN lists the mutations whose defects main still has: their defects are reported,
+not failed on. It is empty since the issue 22 fixes were merged (74 fs cases, seed 4, and 12
+sweep cases: 0 defects), so every mutation is held to 0 defects; a new mutation that finds a
+defect not fixed yet goes here with its issue item until its fix lands.
 """
 
 from __future__ import annotations
@@ -19,21 +18,7 @@ from bench.fuzz import fuzz_scenarios as fs
 pytestmark = pytest.mark.slow  # real subprocess runs, ~1 minute
 
 # mutation -> the issue 22 item whose fix makes it pass (xfail-style: empty it as fixes merge).
-OPEN_ON_MAIN = {
-    "ext_symlink_outside": "item 1", "ext_hardlink_outside": "item 1", "ext_symlink_inside": "item 1",
-    "ext_hardlink_inside": "item 1", "ext_folder_link": "item 1",
-    "ext_fifo": "items 1, 16", "ext_dev_zero": "items 1, 16", "ext_device": "items 1, 16",
-    "ext_directory": "items 1, 16",
-    "ext_negative_offset": "item 10", "ext_negative_length": "item 10", "ext_short_length": "item 10",
-    "ext_not_a_number": "item 10", "ext_location_model": "item 10", "ext_empty_location": "items 10, 16",
-    "data_directory": "item 16", "data_fifo": "item 16", "data_dev_zero": "item 16", "data_nonfinite": "item 5",
-    "rundir_edit": "item 6", "rundir_failed_rerun": "item 7", "perms_private": "item 8", "model_swap": "item 3",
-    "cache_stage_link": "item 2", "cache_lock_link": "items 2, 9", "cache_lock_loop": "item 9",
-    "cache_memo_link": "items 2, 9", "cache_memo_loop": "item 9", "cache_index_link": "items 2, 9",
-    "cache_other_user": "item 9", "cache_marker_private": "items 9, 16",
-    "sweep_user_error": "item 4", "sweep_basic_user_error": "item 4", "sweep_failed": "item 4",
-    "sweep_killed": "item 12", "sweep_relative_cache": "items 4, 15",
-}
+OPEN_ON_MAIN: dict[str, str] = {}  # every item's fix is merged: all mutations are held to 0
 
 # One case per mutation of this sample (each issue item, and the controls), seed 0: ~50 s.
 FS_SAMPLE = ("ext_plain", "ext_missing", "ext_past_end", "data_link_valid", "cache_tmp_link", "cache_entry_link",

@@ -17,8 +17,10 @@ Decisions:
   (entry_schema.py: plain file names, field types, the expected stage and key), and
   every file's sha256 matches; otherwise it is discarded with a warning and rebuilt.
 - Only marked temporaries whose writer's lock is free are ever deleted (cache_dir.py).
-- Locks are `filelock` (flock on POSIX): the kernel releases them when the holder
-  dies, so a dead process never blocks others.
+- Locks are flocks (locks.py): the kernel releases them when the holder dies, so a dead
+  process never blocks others, and a wait that times out means a live holder.
+- An OSError on the bookkeeping (marker, locks, miss index) is a UserError naming the file
+  (files.cache_errors_as_user_errors): full disk, no permission, a link loop.
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
-
-from filelock import FileLock, Timeout
 
 from trtpipe.errors import StageFailed, UserError
 from trtpipe.cache.cache_dir import (
@@ -44,8 +44,9 @@ from trtpipe.cache.cache_dir import (
 from trtpipe.cache.entry_schema import record_problem
 from trtpipe.cache.explain import explain_miss
 from trtpipe.cache.holds import EntryHolds, touch_entry
-from trtpipe.cache.files import disk_errors_as_user_errors, ensure_writable_dir, write_atomic
+from trtpipe.cache.files import cache_errors_as_user_errors, disk_errors_as_user_errors, ensure_writable_dir, write_atomic
 from trtpipe.cache.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
+from trtpipe.cache.locks import held
 
 log = logging.getLogger(__name__)
 
@@ -210,19 +211,7 @@ class ArtifactCache:
     def _lock(self, stage: str, key: str):
         path = self.root / "locks" / f"{key}.lock"
         refuse_linked_file(self.root, path)
-        lock = FileLock(str(path))
-        # filelock's acquire returns a context manager that releases the lock on exit.
-        try:
-            return lock.acquire(timeout=0.05)
-        except Timeout:
-            log.info("%s: waiting for another process computing the same entry (%s…)", stage, key[:12])
-            try:
-                return lock.acquire(timeout=self.lock_timeout)
-            except Timeout as error:
-                raise StageFailed(
-                    f"{stage}: waited {self.lock_timeout:.0f} s for the lock {lock.lock_file}; "
-                    "if no other trtpipe job is running, delete that file"
-                ) from error
+        return held(path, self.lock_timeout, stage=stage, purpose=f"which is computing the same entry ({key[:12]}…)")
 
     def _index_path(self, stage: str) -> Path:
         return self.root / "index" / f"{stage}.json"
@@ -238,7 +227,7 @@ class ArtifactCache:
     def _remember(self, stage: str, key: str, material: dict) -> None:
         lock = self.root / "locks" / f"index-{stage}.lock"
         refuse_linked_file(self.root, lock)
-        with FileLock(str(lock), timeout=60):
+        with held(lock, 60, purpose="which is updating the miss index", announce=False):
             try:
                 items = [] if self._index_path(stage).is_symlink() else json.loads(self._index_path(stage).read_text())
             except (OSError, ValueError):
@@ -247,7 +236,8 @@ class ArtifactCache:
                 items = []
             items = [i for i in items if isinstance(i, dict)]
             items = [{"key": key, "material": material}] + [i for i in items if i.get("key") != key]
-            write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
+            with cache_errors_as_user_errors(self._index_path(stage), "miss index"):
+                write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
 
 
 def _refuse_private_entry(directory: Path) -> None:

@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from trtpipe.errors import UserError
-from trtpipe.cache.files import write_atomic
+from trtpipe.cache.files import cache_errors_as_user_errors, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +66,16 @@ def claim_cache_dir(root: Path) -> None:
                             fix_hint)
         if children:
             log.info("adopting the trtpipe cache %s written before caches were marked", root)
-        write_atomic(marker, json.dumps({"tool": "trtpipe", "format": CACHE_FORMAT}).encode())
+        with cache_errors_as_user_errors(marker, "marker"):
+            write_atomic(marker, json.dumps({"tool": "trtpipe", "format": CACHE_FORMAT}).encode())
     for sub in SUBDIRS:
         linked = root / sub
         if linked.is_symlink():  # tmp/ above all: cleanup must never reach through a link
             raise UserError(f"the cache's {sub}/ ({linked}) is a symbolic link; trtpipe writes and cleans "
                             "only real folders inside its cache (link the whole cache.dir instead)",
                             f"rm {linked}  (trtpipe recreates {sub}/ as a folder)")
-        linked.mkdir(exist_ok=True)
+        with cache_errors_as_user_errors(linked, "folder"):
+            linked.mkdir(exist_ok=True)
 
 
 def real_folder(root: Path, *parts: str) -> Path:

@@ -13,7 +13,10 @@ Decisions:
 - Overrides, strongest first: `cache.dir=PATH` on the command line (or in a recipe),
   then the environment variable `TRTPIPE_CACHE` (one setting for every run of a CI job
   or a cluster), then the default above. An empty `TRTPIPE_CACHE` counts as unset; a
-  relative one is taken from the directory trtpipe starts in and recorded absolute.
+  relative one is taken from the directory trtpipe starts in and recorded absolute. The
+  command line makes it absolute once, before Hydra runs (`pin_cache_env`): a job with
+  `hydra.job.chdir=true` resolves the config in its own run directory, and joblib or submitit
+  workers inherit the environment, so resolving it there gave every job a cold cache of its own.
 - The config holds `${trtpipe.cache_home:}` (resolver registered with the schemas), so
   `--cfg job` shows where the value comes from and the manifest records the resolved
   absolute path (`trtpipe-verify --use-cache` finds the same cache).
@@ -46,6 +49,14 @@ def default_cache_dir() -> Path:
     if explicit:  # a relative path is taken from the current (start) directory, recorded absolute
         return Path(os.path.abspath(Path(explicit).expanduser()))
     return user_cache_dir()
+
+
+def pin_cache_env(start_dir: Path) -> None:
+    """A relative TRTPIPE_CACHE made absolute from `start_dir`, in this process's environment
+    (inherited by the jobs it launches)."""
+    explicit = os.environ.get(CACHE_ENV, "")
+    if explicit and not Path(explicit).expanduser().is_absolute():
+        os.environ[CACHE_ENV] = os.path.abspath(Path(start_dir) / Path(explicit).expanduser())
 
 
 def user_cache_dir() -> Path:

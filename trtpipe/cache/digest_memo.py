@@ -14,11 +14,10 @@ import json
 import os
 from pathlib import Path
 
-from filelock import FileLock
-
 from trtpipe.cache.cache_dir import refuse_linked_file
-from trtpipe.cache.files import write_atomic
+from trtpipe.cache.files import cache_errors_as_user_errors, write_atomic
 from trtpipe.cache.hashing import artifact_digest, external_data_locations
+from trtpipe.cache.locks import held
 
 _MEMO_LIMIT = 256
 _MEMO_FILE = "source-digests-v2.json"  # v2: large files hash as a chunk tree (hashing.py)
@@ -33,12 +32,15 @@ def memoised_digest(path: Path, index_dir: Path) -> str:
     sidecars = external_data_locations(path) if path.suffix == ".onnx" else []
     record = {"sidecars": sidecars, "stamps": _stamps(path, sidecars),
               "sha256": artifact_digest(path, locations=sidecars if path.suffix == ".onnx" else None)}
+    # An OSError here (full disk, another user's cache, a link loop) is a UserError naming the file.
     refuse_linked_file(index_dir.parent, index_dir / (_MEMO_FILE + ".lock"))
-    with FileLock(str(index_dir / (_MEMO_FILE + ".lock")), timeout=60):
+    with held(index_dir / (_MEMO_FILE + ".lock"), 60, purpose="which is updating the source-digest memo",
+              announce=False):
         memo = _read(memo_path)
         memo.pop(str(path), None)
         memo[str(path)] = record
-        write_atomic(memo_path, json.dumps(dict(list(memo.items())[-_MEMO_LIMIT:])).encode())
+        with cache_errors_as_user_errors(memo_path, "source-digest memo"):
+            write_atomic(memo_path, json.dumps(dict(list(memo.items())[-_MEMO_LIMIT:])).encode())
     return record["sha256"]
 
 

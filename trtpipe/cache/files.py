@@ -122,6 +122,42 @@ def disk_errors_as_user_errors(where: Path):
         raise
 
 
+# The same, plus a symbolic-link loop (ELOOP: also what O_NOFOLLOW gives for a link) and a
+# path component that is not a folder: damage to the cache's layout the user removes.
+_CACHE_FIXABLE_ERRNOS = _USER_FIXABLE_ERRNOS | {errno.ELOOP, errno.ENOTDIR}
+
+
+@contextmanager
+def cache_errors_as_user_errors(path: Path, what: str):
+    """An OSError on the cache's bookkeeping (marker, locks, digest memo, miss index) as a UserError
+    in one line: the file, the reason, and a fix for that reason.
+
+    Decision: these files are the cache's, not the stage's, so no stage failed; the fixes are the
+    user's (free space, a cache of one's own, remove a link), exit 2. Any other errno is left to
+    propagate (a defect, reported as such)."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in _CACHE_FIXABLE_ERRNOS:
+            raise
+        where = Path(error.filename) if isinstance(error.filename, str) else Path(path)
+        cache = _cache_root_of(Path(path))
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            fix = f"free space on the disk holding {cache}, or set TRTPIPE_CACHE (or cache.dir) to a folder on a disk with room"
+        elif error.errno in (errno.ELOOP, errno.ENOTDIR):
+            fix = f"rm {where}  (a symbolic link or a file in the way; trtpipe recreates it)"
+        else:
+            fix = (f"use a cache you can write: set TRTPIPE_CACHE (or cache.dir) to a folder of your own, "
+                   f"or ask the owner of {cache} to give you write access to it")
+        raise UserError(f"cannot use the cache's {what} {where}: {os.strerror(error.errno)}", fix) from error
+
+
+def _cache_root_of(path: Path) -> Path:
+    """The cache folder above a bookkeeping file (locks/x.lock, index/x.json) or the file's own folder."""
+    parent = path.parent
+    return parent.parent if parent.name in ("locks", "index", "tmp", "entries") else parent
+
+
 def ensure_writable_dir(path: Path, what: str, fix: str) -> Path:
     path = Path(path)
     try:

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 from trtpipe.cache.cache_dir import real_folder, refuse_linked_file
+from trtpipe.cache.files import cache_errors_as_user_errors
+from trtpipe.cache.locks import open_lock_file
 
 _POLL_SECONDS = 0.05
 
@@ -32,7 +34,8 @@ def open_lock(root: Path, key: str) -> int:
     """The key's lock file (locks/<key>.lock), opened without following a link (refused, exit 2)."""
     path = real_folder(root, "locks") / f"{key}.lock"
     refuse_linked_file(root, path)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with cache_errors_as_user_errors(path, "lock file"):
+        return open_lock_file(path)  # read-only where another user of a shared cache created it
 
 
 def touch_entry(directory: Path) -> None:

@@ -78,6 +78,11 @@ def _check_tolerances(cfg: DictConfig) -> None:
     precision = cfg.get("precision")
     search = precision.get("search") if isinstance(precision, DictConfig) else None
     check_tolerances(plain(cfg.get("validate")), plain(search))
+    validate = cfg.get("validate")
+    share = validate.get("min_compared") if isinstance(validate, DictConfig) else None
+    if share is not None and not 0.0 <= float(share) <= 1.0:
+        raise UserError(f"validate.min_compared is {share}, not a share of positions between 0 and 1",
+                        "validate.min_compared=0.5 (0 compares whatever is finite, however little)")
 
 
 def _check_input_specs(cfg: DictConfig) -> None:
@@ -132,7 +137,8 @@ def _unknown_recipe(message: str) -> UserError:
     close = get_close_matches(asked, options, n=1, cutoff=0.5)
     if close:
         return UserError(f"there is no recipe '{asked}' (the closest is '{close[0]}')",
-                         f"use +recipe={close[0]} (recipes: {', '.join(options)}; trtpipe --help describes them)")
+                         f"replace '+recipe={asked}' with '+recipe={close[0]}' (recipes: {', '.join(options)}; "
+                         "trtpipe --help describes them)")
     return UserError(f"there is no recipe '{asked}'",
                      f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES")
 

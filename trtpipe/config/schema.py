@@ -73,6 +73,9 @@ class DataConfig:
     # precision.rules) so `+data.inputs.NAME={low:0,high:30522,dtype:int64}` works on the
     # command line; each entry's fields are checked by trtpipe.config.check.
     inputs: Dict[str, Any] = field(default_factory=dict)
+    # inf/NaN in the sample inputs is refused (exit 2): positions where the reference is inf/NaN
+    # cannot be compared. true: the model is meant to take them (validate.min_compared still applies).
+    allow_nonfinite: bool = False
 
 
 @dataclass
@@ -188,6 +191,9 @@ class ValidateConfig:
     localize_threshold: float = 0.01
     # accuracy.png: per node, reference magnitude against the FP16 limit and the error.
     plot: bool = True
+    # The share of each output's positions that must be compared (where the reference is
+    # finite); an output compared at fewer, or empty, fails: no pass with nothing compared.
+    min_compared: float = 0.5
 
 
 @dataclass

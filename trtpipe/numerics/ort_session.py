@@ -67,6 +67,10 @@ def with_extra_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelPr
     return copy
 
 
+# ONNX Runtime's words for an allocation that failed (its arena, or std::bad_alloc from C++).
+_OUT_OF_MEMORY = re.compile(r"Failed to allocate memory|bad_alloc|[Oo]ut of memory")
+
+
 class OrtSession:
     """A CPU session with optimisations off; `run` returns every output by name."""
 
@@ -110,6 +114,13 @@ class OrtSession:
 
     def _failure(self, error: Exception, action: str) -> Exception:
         reason = ort_reason(error)
+        if isinstance(error, MemoryError) or _OUT_OF_MEMORY.search(reason):
+            # Decision: running out of memory is the machine's limit, not a defect of the model or of
+            # trtpipe's emulation (a session that is not the user's model included): exit 2, one
+            # line, in every stage that runs the model (precision's reference run and validate's).
+            return UserError(f"ONNX Runtime {ort.__version__} ran out of memory to {action} the model: {reason}",
+                             "free memory (or raise this process's memory limit), or use fewer or smaller sample "
+                             "inputs: data.iterations=1, smaller dynamic sizes in data.inputs.<input>.shape")
         if not self.user_model:
             return TrtpipeGraphError(
                 f"ONNX Runtime cannot {action} trtpipe's own graph ({self.graph}), not the model as given, "

@@ -44,8 +44,30 @@ class Interrupted(KeyboardInterrupt):
         return cls(signum, stage or (error.stage if isinstance(error, Interrupted) else None))
 
 
+# Signals the handler turned into Interrupted, in order. Process-wide by nature (a signal
+# handler is), read only through `signals_received` / `raise_if_signalled_since`.
+_RECEIVED: list[int] = []
+
+
 def _raise_interrupted(signum, _frame) -> None:
+    _RECEIVED.append(int(signum))
     raise Interrupted(signum)
+
+
+def signals_received() -> int:
+    """How many SIGINT/SIGTERM the command line's handler has raised so far (a mark)."""
+    return len(_RECEIVED)
+
+
+def raise_if_signalled_since(mark: int, stage: str) -> None:
+    """Raise Interrupted if a signal arrived after `mark`, even if the exception it raised was
+    swallowed on the way. Decision: a stage's output is published only when no signal arrived
+    while it ran. An Interrupted raised while a C extension was importing comes back as
+    `ImportError: initialization failed`; a pass that catches `Exception` (an undoable graph
+    pass, a fallback) then took it for its own failure, and the stage's result, quietly
+    missing that pass, was cached for every later run (seen once in sanitize)."""
+    if len(_RECEIVED) > mark:
+        raise Interrupted(_RECEIVED[-1], stage)
 
 
 def install_signal_handlers() -> None:

@@ -14,14 +14,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
-from trtpipe.data import resolved_data
+from trtpipe.data import check_sample_data, resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
 from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
-from trtpipe.runner.interrupt import Interrupted, signals_deferred
+from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, signals_deferred, signals_received
 from trtpipe.runner.source_snapshot import source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
@@ -103,6 +103,8 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
     try:
         data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True),
                              None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
+        if any(stage.uses_data for stage in stages):  # empty or inf/NaN samples: exit 2 before any stage
+            check_sample_data(data)
         for stage in stages:
             if failure is not None or stop_reason is not None:
                 reason = stop_reason or "an earlier stage failed"
@@ -185,6 +187,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
 
     def compute(out_dir: Path) -> dict:
         log.info("  %-15s running...", stage.name)
+        signalled = signals_received()
         try:
             with contextlib.ExitStack() as snapshots:
                 paths = {kind: snapshots.enter_context(source_snapshot(a.path, a.sha256, cache.root / "tmp"))
@@ -194,6 +197,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageReco
                 narrow_modes(out_dir, [file for kind, a in inputs.items() for file in _files_of(a, paths[kind])])
         finally:
             release_memory()
+        raise_if_signalled_since(signalled, stage.name)  # a swallowed Ctrl-C never publishes (interrupt.py)
         return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
                 "details": outcome.details, "console_file": outcome.console_file, "stop": outcome.stop,
                 "failed": outcome.failed,

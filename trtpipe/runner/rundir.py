@@ -11,6 +11,9 @@ Decisions:
   made (`.hydra/`, the log). A run directory
   known neither way (a fixed path set in a config file) is treated as pre-existing:
   nothing is removed from it.
+- Hydra rewrites `.hydra/*.yaml` of an existing run directory before the run starts, so the
+  snapshot also keeps those files' bytes (a few KiB of YAML) and a user error puts them back:
+  they must go on describing the run whose `manifest.json` is there.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RUN_DIR_OVERRIDE = "hydra.run.dir="
+HYDRA_DIR = ".hydra"
+_KEPT_FILE_LIMIT = 1 << 20  # a bigger file in .hydra/ is not Hydra's: left as it is, not copied
 
 
 @dataclass(frozen=True)
@@ -28,12 +33,16 @@ class RunDirSnapshot:
     run_dir: Path
     existed: bool
     names: frozenset[str] = field(default_factory=frozenset)  # top-level entries before the run
+    # .hydra/'s entries before the run: (name, bytes), bytes None for one left as it is
+    hydra_files: tuple[tuple[str, bytes | None], ...] = ()
 
     @classmethod
     def take(cls, run_dir: Path) -> "RunDirSnapshot":
         run_dir = Path(os.path.abspath(run_dir))
         try:
-            return cls(run_dir, run_dir.is_dir(), frozenset(os.listdir(run_dir)) if run_dir.is_dir() else frozenset())
+            if not run_dir.is_dir():
+                return cls(run_dir, False)
+            return cls(run_dir, True, frozenset(os.listdir(run_dir)), _hydra_files(run_dir / HYDRA_DIR))
         except OSError:  # unreadable: then nothing in it may be removed
             return cls.untouchable(run_dir)
 
@@ -55,6 +64,7 @@ class RunDirSnapshot:
             current = os.listdir(self.run_dir)
         except OSError:
             return
+        self._restore_hydra_files()
         for name in current:
             if name in self.names:
                 continue
@@ -71,6 +81,39 @@ class RunDirSnapshot:
                 self.run_dir.rmdir()
             except OSError:
                 pass
+
+
+    def _restore_hydra_files(self) -> None:
+        """`.hydra/` as it was: the earlier files' bytes back, the files this run added removed."""
+        if HYDRA_DIR not in self.names:
+            return
+        hydra_dir = self.run_dir / HYDRA_DIR
+        kept = dict(self.hydra_files)
+        try:
+            if hydra_dir.is_symlink() or not hydra_dir.is_dir():
+                return
+            for path in hydra_dir.iterdir():
+                if path.name not in kept and path.is_file() and not path.is_symlink():
+                    path.unlink()
+            for name, data in kept.items():
+                path = hydra_dir / name
+                if data is None or path.is_symlink() or (path.exists() and path.read_bytes() == data):
+                    continue
+                path.write_bytes(data)
+        except OSError:  # best effort: the run is failing with its own message already
+            pass
+
+
+def _hydra_files(hydra_dir: Path) -> tuple[tuple[str, bytes | None], ...]:
+    """The entries of `.hydra/`, with the bytes of the small regular files (Hydra's config.yaml,
+    hydra.yaml, overrides.yaml); anything else is named only, to be left alone."""
+    if hydra_dir.is_symlink() or not hydra_dir.is_dir():
+        return ()
+    files = []
+    for path in sorted(hydra_dir.iterdir()):
+        small = path.is_file() and not path.is_symlink() and path.stat().st_size <= _KEPT_FILE_LIMIT
+        files.append((path.name, path.read_bytes() if small else None))
+    return tuple(files)
 
 
 _taken: dict[Path, RunDirSnapshot] = {}

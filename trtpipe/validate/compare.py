@@ -39,6 +39,10 @@ Decisions:
   passes (a masked attention score of -inf, a log of 0, are what the model
   computes, and failing them would fail correct candidates), with the note;
   any other value there (`ref_nonfinite_mismatch`) always fails.
+- Leaving positions out must not make a pass vacuous: an output whose reference is finite
+  at fewer than `min_compared` of its positions (the worst iteration), or which is empty,
+  fails and says how many were compared (validate.min_compared, 0.5 by default; issue 22
+  item 5: all-NaN and empty sample data passed with nothing compared).
 - A missing output or a shape that differs from the reference fails the
   output with that reason instead of raising: the report stays complete.
 - A sequence output is compared as its elements' values in order (its shape
@@ -201,20 +205,23 @@ def compare_candidate(
     candidate_runs: list[Mapping[str, np.ndarray]],
     outputs: list[str],
     tolerances: Tolerances = Tolerances(),
+    min_compared: float = 0.0,
 ) -> CandidateVerdict:
-    """Judge one candidate: iteration i of the candidate against iteration i of the reference."""
+    """Judge one candidate: iteration i of the candidate against iteration i of the reference.
+    `min_compared`: the share of each output's positions that must be compared (0: no bound)."""
     if len(reference_runs) != len(candidate_runs) or not reference_runs:
         raise ValueError(f"{len(reference_runs)} reference runs but {len(candidate_runs)} candidate runs")
     verdicts = {}
     for output in outputs:
         tolerance = tolerances.for_output(output)
-        verdicts[output] = _output_verdict(output, reference_runs, candidate_runs, tolerance)
+        verdicts[output] = _output_verdict(output, reference_runs, candidate_runs, tolerance, min_compared)
     passed = all(verdict.passed for verdict in verdicts.values())
     return CandidateVerdict(name, passed, verdicts, len(reference_runs))
 
 
-def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance) -> OutputVerdict:
-    per_iteration = []
+def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance,
+                    min_compared: float = 0.0) -> OutputVerdict:
+    per_iteration, fewest = [], None  # fewest: (share, compared, positions, iteration) of the worst iteration
     for index, (reference, candidate) in enumerate(zip(reference_runs, candidate_runs)):
         if output not in candidate:
             return OutputVerdict(None, False, [f"the candidate has no output {output!r}"])
@@ -226,11 +233,25 @@ def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance
             if not np.array_equal(ref, cand):
                 return OutputVerdict(None, False, [f"string values differ (iteration {index})"])
             continue
-        per_iteration.append(output_metrics(ref, cand))
+        if ref.size == 0:
+            if min_compared > 0:
+                return OutputVerdict(None, False, [f"nothing to compare: the output is empty, shape {ref_shape} "
+                                                   f"(iteration {index}; validate.min_compared {min_compared:g})"])
+            continue
+        metrics_i = output_metrics(ref, cand)
+        per_iteration.append(metrics_i)
+        compared = int(ref.size - metrics_i.ref_nonfinite)
+        if fewest is None or compared / ref.size < fewest[0]:
+            fewest = (compared / ref.size, compared, int(ref.size), index)
     if not per_iteration:
         return OutputVerdict(None, True, [])
     metrics = worst_metrics(per_iteration)
     passed, reasons = judge(metrics, tolerance)
+    if fewest is not None and fewest[0] < min_compared:
+        share, compared, positions, index = fewest
+        reasons.append(f"only {compared} of {positions} positions compared ({share:.0%}, iteration {index}): the "
+                       f"reference is inf/NaN at the rest; validate.min_compared is {min_compared:g}")
+        passed = False
     return OutputVerdict(metrics, passed, reasons)
 
 
