@@ -77,8 +77,9 @@ def test_the_dynamic_input_fix_works_when_pasted(workdir):
 
 def test_the_build_profiles_fix_works_when_pasted(workdir):
     """The build stage's "build.profiles is empty" error said the names "cannot be written on the
-    command line"; its Fix now pastes, and alone gives the sample shape too (profile 0's opt)."""
-    typed = "model.path=tf2onnx.onnx stages=[sanitize,upgrade_opset,precision,build]"
+    command line"; its Fix now pastes, and alone gives the sample shape too (profile 0's opt).
+    `build.require_profiles=true` keeps that error (without it the sample shape is the profile)."""
+    typed = "model.path=tf2onnx.onnx stages=[sanitize,upgrade_opset,precision,build] build.require_profiles=true"
     code, output = _pasted_run(workdir, typed, "profiles")
     assert "cannot be written" not in output
     problem = "build.profiles is empty"
@@ -89,6 +90,15 @@ def test_the_build_profiles_fix_works_when_pasted(workdir):
     assert "cannot be written" not in output and "\\:0" in pasted, output
     code, output = _pasted_run(workdir, f"{typed} {pasted}", "profiles_pasted")
     assert problem not in output and code == 0, output  # the build is deferred without TensorRT: success
+
+
+def test_the_sample_shape_fix_alone_reaches_the_end(workdir):
+    """Without build.require_profiles the escaped sample-shape Fix is the build's profile too."""
+    typed = "model.path=tf2onnx.onnx stages=[sanitize,upgrade_opset,precision,build]"
+    code, output = _pasted_run(workdir, typed, "shape_alone")
+    typed += " " + _quoted_words(_fix(output, "has dynamic dimensions"))
+    code, output = _pasted_run(workdir, typed, "shape_alone_pasted")
+    assert code == 0 and "profile from the sample data (min = opt = max): serving_default_input_2:0 [1,3]" in output
 
 
 def test_the_output_name_fix_works_when_pasted(workdir):

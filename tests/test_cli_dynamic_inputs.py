@@ -86,9 +86,10 @@ def test_each_form_of_dynamic_batch_runs_after_pasting_the_fix(workdir, form):
 
 
 def test_with_build_each_fix_works_and_none_contradicts_another(workdir):
+    """The sample shape the first Fix gives is the build's profile too: one fix reaches the end
+    (issue 24, item 3; it took a second Fix, for build.profiles, before)."""
     run, errors = run_pasting_fixes(workdir, "build_all_fixes", f"model.path={workdir / 'minus_one'}.onnx")
-    assert [("dynamic dimensions" in e, "build.profiles is empty" in e) for e in errors] == \
-        [(True, False), (False, True)]
+    assert [("dynamic dimensions" in e, "build.profiles is empty" in e) for e in errors] == [(True, False)]
     assert run.statuses()["build"] == "deferred"
     commands = (run.run_dir / "build" / "trtexec.txt").read_text()
     assert "--minShapes=x:1x3x8x8" in commands
@@ -107,8 +108,8 @@ def test_a_float_input_with_a_profile_needs_no_data_inputs(workdir, form):
 
 def test_an_input_name_with_a_dot_gets_fixes_that_work_when_pasted(workdir):
     run, errors = run_pasting_fixes(workdir, "dotted", f"model.path={workdir / 'dotted'}.onnx")
-    assert "'++data.inputs={input.1:{shape:[1,3,8,8]}}'" in errors[0]
-    assert "'build.profiles=[{input.1:{min:[1,3,8,8]," in errors[1]
+    assert "'++data.inputs={input.1:{shape:[1,3,8,8]}}'" in errors[0] and len(errors) == 1
+    assert "--minShapes=input.1:1x3x8x8" in (run.run_dir / "build" / "trtexec.txt").read_text()
     assert run.statuses()["build"] == "deferred" and run.statuses()["validate"] == "ran"
 
 
@@ -128,5 +129,4 @@ def test_an_integer_dynamic_input_gets_one_fix_with_range_and_shape_then_a_profi
     onnx.save(token_model(), str(workdir / "tokens.onnx"))
     run, errors = run_pasting_fixes(workdir, "tokens", f"model.path={workdir / 'tokens'}.onnx")
     assert "'++data.inputs.ids={low:0,high:2,dtype:int64,shape:[1,1]}'" in errors[0]
-    assert "'build.profiles=[{ids:{min:[1,1],opt:[1,1],max:[1,1]}}]'" in errors[1]
-    assert len(errors) == 2 and run.statuses()["validate"] == "ran"
+    assert len(errors) == 1 and run.statuses()["validate"] == "ran"

@@ -82,8 +82,16 @@ PASTE = {
         Paste(("model.path={dynamic}", NO_BUILD)),
     "trtpipe/numerics/inputs.py:_shape: data.inputs.{}.shape {} does not fit the model's shape {}":
         Paste(("model.path={dynamic}", NO_BUILD, "++data.inputs.x.shape=[1,3,9]")),
-    "trtpipe/trt/profiles.py:checked_profiles: the model has dynamic inputs ({}) and build.profiles is empty":
-        Paste(("model.path={dynamic}", "++data.inputs.x.shape=[1,3,8,8]", "stages=[sanitize,upgrade_opset,precision,build]")),
+    "trtpipe/trt/profiles.py:checked_profiles: the model has dynamic inputs ({}) and build.profiles is empty "
+    "(build.require_profiles=true demands them)":
+        Paste(("model.path={dynamic}", "++data.inputs.x.shape=[2,3,8,8]", "build.require_profiles=true")),
+    "trtpipe/trt/profiles.py:checked_profiles: the model has dynamic inputs ({}), build.profiles is empty and the "
+    "sample data gives no shape for them":
+        Paste(("model.path={dynamic}", "stages=[sanitize,precision,build]", "precision.default=fp32")),
+    "trtpipe/trt/data_profiles.py:check_data_in_profiles: the sample input {} ({}) has shape {}: dimension {} is {}, "
+    "outside build.profiles[{}].{}'s range [{}, {}]{}; the engine could not run it":
+        Paste(("model.path={dynamic}", "++data.inputs.x.shape=[4,3,8,8]",
+               "build.profiles=[{x:{min:[1,3,8,8],opt:[2,3,8,8],max:[3,3,8,8]}}]")),
     "trtpipe/numerics/inputs.py:generate_inputs: data.inputs names {}, which are not inputs of the model "
     "(its inputs: {})":
         Paste((NO_BUILD, "+data.inputs.nope={low:0,high:1}")),

@@ -44,16 +44,45 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
     return resolved
 
 
-def check_sample_data(data: Mapping) -> None:
+def check_sample_data(data: Mapping, check_values: bool = True) -> dict[str, list[list[int]]]:
     """Refuse, before any stage runs the model, sample inputs that are empty or inf/NaN
-    (numerics/sample_values.py); the file is read here once more (stages read it again)."""
+    (numerics/sample_values.py), and return their shapes (`sample_shapes`); the file is read
+    here once more (stages read it again)."""
     from trtpipe.numerics.inputs import load_inputs
 
     allow = bool(data.get(ALLOW_KEY))
     if data.get("path"):
-        check_sample_values(load_inputs(Path(data["path"])), allow, f"data.path {data['path']}")
-    else:
+        feeds = load_inputs(Path(data["path"]))
+        if check_values:
+            check_sample_values(feeds, allow, f"data.path {data['path']}")
+        return sample_shapes(data, feeds)
+    if check_values:
         check_generation_specs(data.get("inputs") or {}, allow)
+    return sample_shapes(data)
+
+
+def sample_shapes(data: Mapping, feeds: list[Mapping] | None = None) -> dict[str, list[list[int]]]:
+    """Input name -> the distinct shapes of the sample data, in order of first occurrence: the
+    arrays of `data.path` (`feeds`, as read), or the `shape` of each generated spec that gives one
+    (every iteration has it). A generated input without a shape has none here: its size is the
+    model's (static) or unknown (a dynamic one: the build then needs build.profiles)."""
+    shapes: dict[str, list[list[int]]] = {}
+    if data.get("path"):
+        for iteration in feeds or ():
+            for name, array in iteration.items():
+                shape = [int(v) for v in getattr(array, "shape", ())]
+                if shape not in shapes.setdefault(name, []):
+                    shapes[name].append(shape)
+        return shapes
+    for name, spec in (data.get("inputs") or {}).items():
+        if isinstance(spec, Mapping) and spec.get("shape"):
+            shapes[name] = [[int(v) for v in spec["shape"]]]
+    return shapes
+
+
+def sample_data_place(data: Mapping) -> str:
+    """Where the sample data comes from, for messages."""
+    return f"data.path {data['path']}" if data.get("path") else "generated from data.inputs"
 
 
 def not_a_file(given: Path, resolved: Path) -> str:

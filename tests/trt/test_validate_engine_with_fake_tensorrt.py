@@ -12,7 +12,7 @@ from trtpipe.stages.validate import ValidateAccuracy
 from trtpipe.numerics.reference import ReferenceRunner
 
 CONFIG = {"candidates": ["emulated", "tensorrt"], "tolerance": {"cosine_min": 0.999, "psnr_min": 40.0},
-          "outputs": {}, "localize": True, "localize_threshold": 0.01, "plot": False}
+          "outputs": {}, "localize": True, "localize_threshold": 0.01, "plot": False, "min_compared": 0.5}
 
 
 def run_validate(tmp_path, backend, with_engine: bool = True) -> dict:

@@ -35,8 +35,12 @@ class BuildConfig:
     # of each node, with OBEY_PRECISION_CONSTRAINTS.
     precision_mode: str = "strongly_typed"
     # One entry per optimization profile: {input name: {min: [..], opt: [..], max: [..]}}.
-    # Required for models with dynamic inputs; validate feeds profile 0's opt shapes.
+    # Dynamic inputs without them: the sample data's shapes (require_profiles). Validate feeds
+    # profile 0's opt shapes where the data gives no shape.
     profiles: List[Any] = field(default_factory=list)
+    # false: a dynamic model without profiles takes the sample data's shapes as its one profile
+    # (min = opt = max; the build line says so). true (for CI): dynamic inputs need build.profiles.
+    require_profiles: bool = False
     # 0..5; null: TensorRT's default (3).
     builder_optimization_level: Optional[int] = None
     # Pool (workspace, tactic_shared_memory, dla_*) -> limit: an integer in MiB, or a

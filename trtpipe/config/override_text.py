@@ -81,6 +81,17 @@ def profiles_override(shapes: Mapping[str, Sequence[int]]) -> str | None:
     return f"'build.profiles=[{{{entries}}}]'"
 
 
+def profile_list_override(profiles: Sequence[Mapping[str, Mapping[str, Sequence[int]]]]) -> str | None:
+    """The quoted `build.profiles` override of these profiles ({input: {min, opt, max}} each), or None."""
+    keys = {name: dict_key(name) for profile in profiles for name in profile}
+    if None in keys.values():
+        return None
+    written = ",".join("{" + ",".join(
+        f"{keys[name]}:{{min:{_list(spec['min'])},opt:{_list(spec['opt'])},max:{_list(spec['max'])}}}"
+        for name, spec in profile.items()) + "}" for profile in profiles)
+    return f"'build.profiles=[{written}]'"
+
+
 def shell_quoted(text: str) -> str:
     """`text` as one shell word whatever it holds: in single quotes, or in double quotes when it
     holds a `'` and nothing a shell expands inside double quotes (else a `'` is written `'"'"'`)."""

@@ -42,6 +42,11 @@ class SanitizeConfig:
     cleanup: bool = True
     toposort: bool = True
     fix_reshape_allowzero: bool = True
+    # Folding never inflates a model (trtpipe/graph/fold/growth.py): a node whose folded outputs would be more
+    # than fold_growth_limit x max(its inputs' bytes, fold_growth_floor_bytes) stays in the graph (TensorRT
+    # evaluates it at build time). null: no limit (Polygraphy's folding as is, up to 64 MiB per tensor).
+    fold_growth_limit: Optional[float] = 2.0
+    fold_growth_floor_bytes: int = 4096
 
 
 @dataclass

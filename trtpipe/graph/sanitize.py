@@ -18,11 +18,18 @@ Decisions (each with its reason):
   number of foldable nodes (corpus: light Inception v2 took 49 s instead of
   4 s; the bf16 Attention expansions 74 s instead of 0.8 s). Also:
   `error_ok=True` so a failed pass keeps
-  what earlier passes folded; `size_threshold=FOLD_SIZE_THRESHOLD_BYTES` so an
-  Expand/Tile of a constant is not materialised into a huge initializer
-  (TensorRT folds those at build time anyway); shape inference between passes
+  what earlier passes folded; `size_threshold=FOLD_SIZE_THRESHOLD_BYTES` as a
+  last bound on any one folded tensor; shape inference between passes
   only when `infer_shapes` is on, and always ONNX's (not ONNX Runtime's
   symbolic one), for reproducible bytes.
+- Folding never inflates a model: a node whose outputs would be more than
+  `fold_growth_limit` x max(its inputs' bytes, `fold_growth_floor_bytes`) is
+  left unfolded (growth.py; an Expand/Tile/ConstantOfShape of a constant,
+  which TensorRT evaluates at build time anyway). Polygraphy's loader cannot
+  hand onnx-graphsurgeon the rule, so its loop is gs_fold.py (same bytes
+  without the rule); the report lists what was left (`left_unfolded`). A node
+  excluded on known sizes is excluded by every later pass too, so `may_fold`
+  does not count it (an encoder with one expansion: 0.6 s -> 0.2 s).
 - Folding passes that cannot change the model are skipped: after the first
   pass, `fold_check.may_fold` (conservative) says whether onnx-graphsurgeon
   could find anything more; if not, the further passes (Polygraphy's repeat
@@ -61,12 +68,12 @@ Decisions (each with its reason):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import tempfile
 from pathlib import Path
 
 import onnx
-from polygraphy.backend.onnx import fold_constants as polygraphy_fold_constants
 from polygraphy.backend.onnx.util import get_num_nodes as polygraphy_num_nodes
 from polygraphy.logger import G_LOGGER as POLYGRAPHY_LOGGER
 
@@ -77,6 +84,9 @@ from trtpipe.onnxmodel import value_info
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold.fast_fold import fold_pass
 from trtpipe.graph.fold.fold_check import may_fold
+from trtpipe.graph.fold.growth import (DEFAULT_FACTOR, DEFAULT_FLOOR_BYTES, UNKNOWN_OUTPUT, GrowthRule, Unfolded,
+                                       gs_excluder)
+from trtpipe.graph.fold.gs_fold import fold_constants as gs_fold_constants
 from trtpipe.graph.onnx_gs.gs_bridge import graph_from_model, model_from_graph, refuse_unexportable_io, restore_model_fields
 from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted
 from trtpipe.onnxmodel.onnx_io import load_model, save_model
@@ -105,10 +115,16 @@ def sanitize_model(
     cleanup: bool = True,
     toposort: bool = True,
     fix_reshape_allowzero: bool = True,
+    fold_growth_limit: float | None = DEFAULT_FACTOR,
+    fold_growth_floor_bytes: int = DEFAULT_FLOOR_BYTES,
 ) -> dict:
-    """Read `src`, sanitize it, write `dst`; returns a JSON-serialisable report."""
+    """Read `src`, sanitize it, write `dst`; returns a JSON-serialisable report.
+
+    `fold_growth_limit` (None: no limit) and `fold_growth_floor_bytes` are the growth rule (growth.py).
+    """
+    growth = None if fold_growth_limit is None else _growth_rule(fold_growth_limit, fold_growth_floor_bytes)
     options = dict(infer_shapes=infer_shapes, fold_constants=fold_constants, cleanup=cleanup,
-                   toposort=toposort, fix_reshape_allowzero=fix_reshape_allowzero)
+                   toposort=toposort, fix_reshape_allowzero=fix_reshape_allowzero, growth=growth)
     src, dst = Path(src), Path(dst)
     report, written = _sanitized(src, dst, options, required=None)
     result = validity.file_problems(dst)
@@ -192,11 +208,17 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         return value_info.infer_shapes(model), {}
 
     def folded(model):
-        result, count = _fold_constants(model, infer_shapes=infer)
+        unfolded = Unfolded()
+        result, count = _fold_constants(model, infer_shapes=infer, growth=options["growth"], unfolded=unfolded)
         warnings = []
         if not cleanup and count:
             warnings.append("constant folding also removed dead nodes (Polygraphy cleans up after each pass)")
-        return result, {"nodes_folded": count, "warnings": warnings}
+        left = unfolded.remaining(result)
+        if left:
+            logger.info("sanitize: %d foldable node(s) left unfolded by the growth rule (sanitize.fold_growth_limit): "
+                        "%s", len(left), ", ".join(f"{e['node'] or e['output']} ({e['op_type']}, "
+                                                   f"{e['output_bytes']} bytes)" for e in left[:5]))
+        return result, {"nodes_folded": count, "warnings": warnings, "left_unfolded": left}
 
     def refreshed(model):
         changed = value_info.changed_producers(signatures, value_info.producer_signatures(model))
@@ -291,8 +313,21 @@ def _sorted_without_round_trip(model: onnx.ModelProto, *, cleanup: bool) -> onnx
     return cleaned_and_sorted(model, cleanup=cleanup)
 
 
-def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx.ModelProto, int]:
+def _growth_rule(factor, floor_bytes) -> GrowthRule:
+    if not factor >= 1 or floor_bytes < 0:
+        raise UserError(f"sanitize.fold_growth_limit={factor} / sanitize.fold_growth_floor_bytes={floor_bytes}: "
+                        "the limit must be a number >= 1 and the floor a byte count >= 0",
+                        "sanitize.fold_growth_limit=2 sanitize.fold_growth_floor_bytes=4096 (or "
+                        "sanitize.fold_growth_limit=null for no limit)")
+    return GrowthRule(float(factor), int(floor_bytes))
+
+
+def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool, growth: GrowthRule | None = None,
+                    unfolded: Unfolded | None = None) -> tuple[onnx.ModelProto, int]:
     """The folded model and how many nodes folding removed; `model` comes back as it was.
+
+    With `growth`, every pass (fast or onnx-graphsurgeon's) leaves the nodes it excludes unfolded
+    and records them into `unfolded` (growth.py).
 
     `PassRefused` when the folded graph reads tensors nothing produces (see the module docstring).
     """
@@ -301,8 +336,9 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx
     # onnx-graphsurgeon folds Shape(start, end) into the whole shape: see shape_ranges.
     ranged_shapes = split_shape_ranges(model)
     quiet_onnxruntime()  # onnx-graphsurgeon folds with ONNX Runtime sessions of its own (ort_logging.py)
-    options = dict(do_shape_inference=infer_shapes, fold_shapes=True, error_ok=True,
-                   size_threshold=FOLD_SIZE_THRESHOLD_BYTES, allow_onnxruntime_shape_inference=False)
+    unfolded = Unfolded() if unfolded is None else unfolded
+    exclude = None if growth is None else gs_excluder(growth, unfolded)
+    options = dict(infer_shapes=infer_shapes, size_threshold=FOLD_SIZE_THRESHOLD_BYTES, should_exclude_node=exclude)
     try:
         # One pass first: when it leaves nothing foldable (fold_check.py), every later pass would be
         # an import/export round trip that changes nothing, and is skipped. Otherwise the passes go
@@ -310,13 +346,20 @@ def _fold_constants(model: onnx.ModelProto, *, infer_shapes: bool) -> tuple[onnx
         first, rest = FOLD_PARTITIONINGS[0], FOLD_PARTITIONINGS[1:]
         # Decision: the first pass is computed on the protos when fast_fold.py reproduces it (same bytes);
         # anything it does not cover takes Polygraphy's pass, as before.
-        folded = fold_pass(model, infer_shapes=infer_shapes, size_threshold=FOLD_SIZE_THRESHOLD_BYTES) \
-            or polygraphy_fold_constants(model, partitioning=first, num_passes=1, **options)
-        if folded is model or may_fold(folded):  # `is model`: the pass raised (Polygraphy kept the input)
+        folded = fold_pass(model, infer_shapes=infer_shapes, size_threshold=FOLD_SIZE_THRESHOLD_BYTES,
+                           growth=growth, unfolded=unfolded) \
+            or gs_fold_constants(model, partitioning=first, num_passes=1, **options)
+        if folded is model or may_fold(folded, unfolded.settled):  # `is model`: the pass raised (Polygraphy kept the input)
             if folded is not model and polygraphy_num_nodes(folded) != polygraphy_num_nodes(model):
-                folded = polygraphy_fold_constants(folded, partitioning=first, **options)  # the loop resumes
+                folded = gs_fold_constants(folded, partitioning=first, **options)  # the loop resumes
             for partitioning in rest:
-                folded = polygraphy_fold_constants(folded, partitioning=partitioning, **options)
+                folded = gs_fold_constants(folded, partitioning=partitioning, **options)
+        if growth is not None and any(entry["reason"] == UNKNOWN_OUTPUT for entry in unfolded.remaining(folded)):
+            # Decision: what shape inference could not size after every pass is folded when its sources are
+            # within the floor (growth.py); one more pass, the recursive one, only for such models.
+            lenient = dataclasses.replace(growth, unknown_folds=True)
+            folded = gs_fold_constants(folded, partitioning=FOLD_PARTITIONINGS[-1],
+                                       **{**options, "should_exclude_node": gs_excluder(lenient, unfolded)})
     finally:
         restore_shape_ranges(model, ranged_shapes)  # the input model comes back as it was, whatever happens
     restore_shape_ranges(folded, ranged_shapes)

@@ -20,7 +20,8 @@ Decisions:
 - Dynamic dimensions (`input_dims`: dim_param, -1, 0, or an empty dim) have no
   size to draw: the spec gives the full `shape` (or the build's profile 0 its
   opt shape, filled in by data.py), which must agree with every static
-  dimension. A float input whose spec gives only a shape uses the default range.
+  dimension. Without build.profiles the build takes the sample shapes as its
+  profile (trtpipe/trt/data_profiles.py), so the shape alone reaches the end. A float input whose spec gives only a shape uses the default range.
 - Loaded inputs (`.npz`: one iteration keyed by input name; Polygraphy JSON:
   a list of feed dicts, as `polygraphy run --save-inputs` writes them, or one
   dict) are checked against the model when it is given: every input present,
@@ -170,7 +171,8 @@ def dynamic_shape_fix(name: str, declared: list[int | None] | None) -> str:
     example = input_shape_override(name, input_dims.example_shape(declared))
     if example is None:  # a name Hydra's override grammar cannot spell, even escaped ("x'0", "x#0")
         return "give the sample inputs in data.path (an .npz keyed by input name takes any name)"
-    return f"set its sample shape, e.g. {example}, or give build.profiles (profile 0's opt shape is then used)"
+    return (f"set its sample shape, e.g. {example} (the build takes the sample shapes as its profile), "
+            "or give build.profiles (profile 0's opt shape is then used)")
 
 
 def _range(name: str, dtype: np.dtype, spec: Mapping) -> tuple[float, float]:

@@ -103,8 +103,12 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
     try:
         data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True),
                              None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
-        if any(stage.uses_data for stage in stages):  # empty or inf/NaN samples: exit 2 before any stage
-            check_sample_data(data)
+        shapes: dict = {}
+        if any(stage.uses_data or stage.uses_data_shapes for stage in stages):
+            # empty or inf/NaN samples: exit 2 before any stage (a stage that only takes their shapes
+            # does not look at the values)
+            shapes = check_sample_data(data, check_values=any(stage.uses_data for stage in stages))
+            _check_data_in_profiles(cfg, stages, shapes, data)
         for stage in stages:
             if failure is not None or stop_reason is not None:
                 reason = stop_reason or "an earlier stage failed"
@@ -112,7 +116,7 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
                 log.info("  %-15s skipped  (%s)", stage.name, reason)
                 continue
             current = stage.name
-            record, failure, stops = _run_stage(stage, cfg, artifacts, cache, publisher, data)
+            record, failure, stops = _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes)
             manifest.stages.append(record)
             current = None
             if stops:
@@ -155,11 +159,13 @@ def _record_interrupted(manifest: RunManifest, stages, publisher, run_dir: Path,
     raise interrupted
 
 
-def _run_stage(stage, cfg, artifacts, cache, publisher, data) -> tuple[StageRecord, TrtpipeError | None, bool]:
+def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[StageRecord, TrtpipeError | None, bool]:
     """Returns the stage's record, its failure if any, and whether the pipeline stops here."""
     config = OmegaConf.to_container(cfg[stage.name], resolve=True)
     if stage.uses_data:
         config["data"] = data
+    if stage.uses_data_shapes:
+        config["data_shapes"] = shapes
     inputs = {kind: artifacts[kind] for kind in stage.consumes}
     # Optional inputs (validate's engine): used when an earlier stage produced them.
     inputs.update({kind: artifacts[kind] for kind in stage.optional_consumes if kind in artifacts})
@@ -246,6 +252,18 @@ def _files_of(artifact: Artifact, read_from: Path) -> list[Path]:
     if read_from != artifact.path:  # a snapshot: a private folder holding the model and its data files
         return [path for path in read_from.parent.rglob("*") if path.is_file()]
     return [artifact.path]
+
+
+def _check_data_in_profiles(cfg: DictConfig, stages, shapes: Mapping, data: Mapping) -> None:
+    """Sample data outside every given build profile: exit 2 before any stage (also when the build
+    is cached). The runner reads both top-level blocks; the build stage reads only its own."""
+    build = cfg.get("build")
+    if "build" not in [stage.name for stage in stages] or build is None or not build.get("profiles"):
+        return
+    from trtpipe.data import sample_data_place
+    from trtpipe.trt.data_profiles import check_data_in_profiles  # no tensorrt import
+
+    check_data_in_profiles(OmegaConf.to_container(build.profiles, resolve=True), shapes, sample_data_place(data))
 
 
 def _opt_shapes(cfg: DictConfig) -> dict:

@@ -52,6 +52,9 @@ class Stage:
     tools: ClassVar[tuple[str, ...]] = ()
     # Stages that run the model receive the resolved `data` block in config["data"].
     uses_data: ClassVar[bool] = False
+    # Stages sized by the sample data (the build's profile of a dynamic model) receive the data's
+    # shapes in config["data_shapes"]: input name -> its distinct shapes (trtpipe.data.sample_shapes).
+    uses_data_shapes: ClassVar[bool] = False
     # Inputs used when an earlier stage produced them (validate's engine candidate).
     optional_consumes: ClassVar[tuple[str, ...]] = ()
     # Stages with shared state in the cache (the timing cache) receive config["cache_dir"].

@@ -16,6 +16,11 @@ Decisions:
   against the TensorRT ONNX parser's list (trtpipe.trt.parser.parser_check): an op it cannot
   import stops the run (exit 2) unless `build.unsupported=warn`; build/parser_support.json
   records the check either way.
+- A model with dynamic inputs and no `build.profiles` takes the sample data's shapes as its
+  profile (trtpipe.trt.data_profiles), unless `build.require_profiles=true`. The stage gets
+  those shapes from the runner (`config["data_shapes"]`, from the top-level `data` block, never
+  another stage's config); they are in the cache key only while no profile is given, so new
+  sample data of the same shapes (or any data, with a profile) reuses the engine.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
 class BuildEngine(Stage):
     name = "build"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "5"
+    version = "6"
     consumes = ("model", "plan")
     # Always; engine, layer_info, audit, build_log when an engine was built.
     produces = ("trtexec", "parser_support")
@@ -45,6 +50,8 @@ class BuildEngine(Stage):
     # The stage reads trtpipe's cache directory (for the timing cache) from config["cache_dir"],
     # which the runner supplies outside the key material.
     uses_cache_dir = True
+    # The sample data's shapes make the profile of a dynamic model given none (key_config).
+    uses_data_shapes = True
     # Its outputs name the model's own path (trtexec.txt, `key_input_places`); the parser reads
     # the model by path. A source read in place is checked at the start (trtpipe.source).
     snapshot_source = False
@@ -75,6 +82,14 @@ class BuildEngine(Stage):
         return {"model": published_model_path(Path(inputs["model"]), Path("build"))}
 
     @classmethod
+    def key_config(cls, config: Mapping) -> dict:
+        """The data's shapes count only while they can make the profile (no build.profiles given)."""
+        key = {name: value for name, value in config.items() if name != "data_shapes"}
+        if not config.get("profiles") and config.get("data_shapes"):
+            key["data_shapes"] = config["data_shapes"]
+        return key
+
+    @classmethod
     def key_files(cls, config: Mapping) -> list[Path]:
         """The plugin libraries: an engine built with another build of a plugin is another engine."""
         return [Path(p).expanduser().absolute() for p in config.get("plugins") or () if isinstance(p, str) and p]
@@ -89,7 +104,10 @@ class BuildEngine(Stage):
 
         options = _options(config)
         model = onnx.load(str(inputs["model"]), load_external_data=False)
-        options = _replace(options, profiles=tuple(checked_profiles(model, config.get("profiles") or [])))
+        profiles = checked_profiles(model, config.get("profiles") or [], config.get("data_shapes"),
+                                    bool(config.get("require_profiles", False)))
+        derived = profiles and not config.get("profiles")
+        options = _replace(options, profiles=tuple(profiles))
         plan = json.loads(Path(inputs["plan"]).read_text())
         backend = self.backend
         environment = backend.environment()
@@ -109,15 +127,21 @@ class BuildEngine(Stage):
             options, plan, in_use=environment.tensorrt if availability.available else None,
             model_sha256=model_sha, timing_cache=timing_name, float_outputs=_float_outputs(model),
             model=published_model_path(Path(inputs["model"]), out_dir)))
+        if derived:
+            from trtpipe.trt.data_profiles import derived_profile_fact
+
+            parser_fact = f"{parser_fact}; {derived_profile_fact(profiles[0])}"
+            # build_on_gpu.py gets no data: it builds with the profile written out.
+            config = {**config, "profiles": profiles}
         if not availability.available:
             return _with_parser(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
-                                          out_dir), parser_fact)
+                                          out_dir), parser_fact, derived and profiles)
         if options.precision_mode == "constraints" and (environment.tensorrt_major or 0) >= 11:
             from trtpipe.trt.builder import constraints_unavailable
 
             raise UserError(constraints_unavailable(environment.tensorrt), "set build.precision_mode=strongly_typed")
         result = backend.build(Path(inputs["model"]), plan, options)
-        return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact)
+        return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact, derived and profiles)
 
 
 def published_model_path(model: Path, out_dir: Path) -> str:
@@ -143,10 +167,12 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     return Path(os.path.relpath(Path(model).absolute(), Path(out_dir).absolute())).as_posix()
 
 
-def _with_parser(outcome: StageOutcome, parser_fact: str) -> StageOutcome:
+def _with_parser(outcome: StageOutcome, parser_fact: str, profiles_from_data=None) -> StageOutcome:
     from trtpipe.trt.parser.parser_check import REPORT
 
     outcome.outputs["parser_support"] = REPORT
+    if profiles_from_data:  # the entry record keeps the profile the data made (the summary says it in words)
+        outcome.details["profiles_from_data"] = profiles_from_data
     outcome.summary = f"{outcome.summary}; {parser_fact}"
     return outcome
 

@@ -11,7 +11,7 @@ from trtpipe.stages.base import Stage, StageOutcome
 class SanitizeModel(Stage):
     name = "sanitize"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "4"
+    version = "5"
     consumes = ("model",)
     # `reference`: the same file, kept by kind so validate compares against the sanitized
     # model even after later stages replace `model`.
@@ -28,6 +28,12 @@ class SanitizeModel(Stage):
         if renamed:
             summary += f"; {len(renamed)} duplicate node name(s) made unique (" + ", ".join(
                 f"{r['from']} -> {r['to']}" for r in renamed[:3]) + (", ..." if len(renamed) > 3 else "") + ")"
+        left = report.get("left_unfolded") or []
+        if left:
+            # What folding would have written, so the rule (sanitize.fold_growth_limit) can be judged from the line.
+            summary += f"; {len(left)} left unfolded by the growth rule (" + ", ".join(
+                f"{e['node'] or e['output']} {e['op_type']} {_size(e['output_bytes'])}" for e in left[:3]) \
+                + (", ..." if len(left) > 3 else "") + ")"
         # The whole reason, never shortened: it says why this model lost a pass.
         summary += "".join(f"; {undone['pass']} undone for this model ({undone['reason']})"
                            for undone in report.get("undone", ()))
@@ -36,3 +42,12 @@ class SanitizeModel(Stage):
             summary=summary,
             details=report,
         )
+
+
+def _size(count: int | None) -> str:
+    if count is None:
+        return "size unknown"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):.1f} {unit}"
+    return f"{count} B"

@@ -90,7 +90,7 @@ if __name__ == "__main__":
 
 def build_script(model_sha256: str, plan_sha256: str, config: Mapping) -> str:
     """The script text; `config` is the stage's own config (on_missing is forced to error)."""
-    build_config = {key: value for key, value in config.items() if key not in ("cache_dir", "data")}
+    build_config = {key: value for key, value in config.items() if key not in ("cache_dir", "data", "data_shapes")}
     build_config["on_missing"] = "error"
     config_json = json.dumps(build_config, sort_keys=True, separators=(",", ":"))
     return _TEMPLATE.format(model_sha256=model_sha256, plan_sha256=plan_sha256, config_json=config_json)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx
 
-from trtpipe.config.override_text import profiles_override
+from trtpipe.config.override_text import input_shape_override, profiles_override
 from trtpipe.errors import UserError
 from trtpipe.onnxmodel import input_dims
 
@@ -42,15 +42,35 @@ def dynamic_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
     return {name: dims for name, dims in input_shapes(model).items() if any(not isinstance(d, int) for d in dims)}
 
 
-def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, ShapeSpec]]) -> list[dict]:
-    """The profiles as {input: {min, opt, max: list[int]}}; UserError with the full key when wrong."""
+def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, ShapeSpec]],
+                     data_shapes: Mapping | None = None, require: bool = False) -> list[dict]:
+    """The profiles as {input: {min, opt, max: list[int]}}; UserError with the full key when wrong.
+
+    Without `profiles`, dynamic inputs take the sample data's shapes (`data_shapes`, see
+    trtpipe.trt.data_profiles) unless `require` (build.require_profiles) forbids it."""
     shapes, dynamic = input_shapes(model), dynamic_inputs(model)
     if dynamic and not profiles:
+        from trtpipe.trt.data_profiles import data_example, profile_from_data
+
+        derived = None if require else profile_from_data(dynamic, data_shapes)
+        if derived is not None:
+            return [derived]
         listed = ", ".join(f"{name} {_shape_text(dims)}" for name, dims in dynamic.items())
+        example = data_example(dynamic, data_shapes)
+        if require:
+            raise UserError(
+                f"the model has dynamic inputs ({listed}) and build.profiles is empty "
+                "(build.require_profiles=true demands them)",
+                f"give min/opt/max shapes for each of them (below: the shapes of the sample data, or 1 where it has "
+                f"none; widen min/max to the sizes you deploy), e.g. {example_profiles(example)}",
+            )
+        data_fix = " ".join(o for name, shape in example.items() if (o := input_shape_override(name, shape)))
         raise UserError(
-            f"the model has dynamic inputs ({listed}) and build.profiles is empty",
-            f"give min/opt/max shapes for each of them (every dynamic size below is 1: widen max to the sizes "
-            f"you deploy), e.g. {example_profiles(dynamic)}",
+            f"the model has dynamic inputs ({listed}), build.profiles is empty and the sample data gives no "
+            "shape for them",
+            f"give sample data of the shapes to build for (data.path, or data.inputs.<name>.shape: the build then "
+            f"takes them as its profile), e.g. {data_fix or 'data.path'}, or min/opt/max shapes, e.g. "
+            f"{example_profiles(example)}",
         )
     result = []
     for index, profile in enumerate(profiles or ()):

@@ -10,7 +10,9 @@ protos directly (graphsurgeon's rules are summarised in fold_check.py):
 
 - Constant nodes (`value` attribute) become initializers named after their
   output (the attribute's tensor, renamed);
-- a node whose non-empty inputs are all constant (not Q/DQ) is foldable; the
+- a node whose non-empty inputs are all constant (not Q/DQ) is foldable unless
+  the growth rule excludes it (growth.py, as onnx-graphsurgeon's
+  `should_exclude_node` does in gs_fold.py's passes, on the same sizes); the
   Shape/Gather/Slice passes (gather, then slice, then shape, each followed by
   a new foldable walk) turn shapes of statically known dims into constants;
 - every foldable tensor graphsurgeon would evaluate (its consumers' *node
@@ -63,6 +65,7 @@ from onnx import TensorProto, helper
 from trtpipe.onnxmodel import value_info
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold.fold_check import CAST_ELISION_OPS, NEVER_FOLDED
+from trtpipe.graph.fold.growth import GrowthRule, Unfolded, tensor_bytes
 from trtpipe.graph.onnx_gs.gs_export import (GS_SIZED_TYPES, VALUE_FIELDS, OutOfScope, ValueInfos, check_node,
                                      exported_model, exported_node, repeat_side_effects, require, tensor_order)
 from trtpipe.graph.fold.shape_folding import PLAIN_TYPES, ShapeFolding, dynamic_dim
@@ -82,12 +85,22 @@ GS_SHAPE_FOLDING_ERRORS = (IndexError, TypeError, ValueError, OverflowError)
 FLOAT_TO = 1  # Cast's `to` for FLOAT, as graphsurgeon's cast elision compares it
 
 
-def fold_pass(model: onnx.ModelProto, *, infer_shapes: bool, size_threshold: int) -> onnx.ModelProto | None:
-    """Polygraphy's one folding pass (see the module docstring) without the round trip; None when out of scope."""
+def fold_pass(model: onnx.ModelProto, *, infer_shapes: bool, size_threshold: int, growth: GrowthRule | None = None,
+              unfolded: Unfolded | None = None) -> onnx.ModelProto | None:
+    """Polygraphy's one folding pass (see the module docstring) without the round trip; None when out of scope.
+
+    With `growth`, a node the growth rule excludes is not folded (growth.py: graphsurgeon's
+    `should_exclude_node` as gs_fold.py hands it over) and is recorded into `unfolded`.
+    """
     if not ENABLED:
         return None
     try:
-        return _Fold(model, size_threshold).run(infer_shapes)
+        # The growth state changes only when the pass succeeds: otherwise graphsurgeon's pass starts from it.
+        state = (unfolded or Unfolded()).copy()
+        result = _Fold(model, size_threshold, growth, state).run(infer_shapes)
+        if unfolded is not None:
+            unfolded.update(state)
+        return result
     except OutOfScope as reason:
         logger.debug("fast constant folding not used (%s): Polygraphy's pass runs", reason)
     except Exception as error:  # noqa: BLE001 - a defect here must cost speed, never the folding
@@ -99,8 +112,9 @@ def fold_pass(model: onnx.ModelProto, *, infer_shapes: bool, size_threshold: int
 
 
 class _Fold(ShapeFolding):
-    def __init__(self, model: onnx.ModelProto, size_threshold: int):
+    def __init__(self, model: onnx.ModelProto, size_threshold: int, growth: GrowthRule | None, unfolded: Unfolded):
         self.model, self.graph, self.threshold = model, model.graph, size_threshold
+        self.growth, self.unfolded = growth, unfolded
         self._import()
 
     # -- what graphsurgeon imports -------------------------------------------------------------
@@ -207,12 +221,39 @@ class _Fold(ShapeFolding):
 
     def _walk_foldable(self) -> None:
         foldable = self.foldable
-        for op, inputs, outputs in zip(self.ops, self.ins, self.outs):
+        for index, (op, inputs, outputs) in enumerate(zip(self.ops, self.ins, self.outs)):
             if op == "Constant" or op in NEVER_FOLDED:
                 continue
             if all(name in foldable for name in inputs if name):
                 require(all(outputs), "a foldable node with an omitted output")
+                if self.growth is not None and self._excluded(index):
+                    continue
                 foldable.update(outputs)
+
+    def _excluded(self, index: int) -> bool:
+        """graphsurgeon's `should_exclude_node` with growth.gs_excluder, on the sizes its graph copy has."""
+        sources = frozenset().union(*(self._sources(name) for name in self.ins[index] if name))
+        return self.unfolded.decide(self.growth, self.names[index], self.ops[index], self.outs[index], sources,
+                                    [self._variable_bytes(name) for name in self.outs[index]])
+
+    def _sources(self, name: str) -> frozenset:
+        if name in self.constants:
+            return self.unfolded.constant_sources(name, lambda: self._constant_bytes(name))
+        known = self.unfolded.sources.get(name)
+        if known is not None:  # a foldable output decided already (nodes are walked in order)
+            return known
+        require(name in self.producer, f"foldable tensor {name!r} without a producer")
+        return frozenset().union(*(self._sources(source) for source in self.ins[self.producer[name]] if source))
+
+    def _constant_bytes(self, name: str) -> int | None:
+        if name in self.shape_values:
+            return self.shape_values[name].nbytes
+        tensor = self.initializers[name] if name in self.initializers else self.lowered[name].attribute[0].t
+        return tensor_bytes(tensor.data_type, list(tensor.dims))
+
+    def _variable_bytes(self, name: str) -> int | None:
+        info = self.values.get(name)
+        return None if info is None else tensor_bytes(info[0], info[1])
 
     def _to_evaluate(self) -> list[str]:
         """The foldable tensors graphsurgeon computes (`should_eval_foldable`)."""

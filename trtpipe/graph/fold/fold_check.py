@@ -28,7 +28,8 @@ passes 1-4):
   recursively: not analysed here, always True).
 
 Decision: a foldable tensor that graphsurgeon refuses to fold (larger than the
-size threshold, or an ONNX Runtime failure) stays foldable here, so such a
+size threshold, left by the growth rule of growth.py, or an ONNX Runtime
+failure) stays foldable here, so such a
 model keeps every pass; only a model with nothing left to fold skips them.
 """
 
@@ -50,8 +51,12 @@ CAST_ELISION_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal",
 ALWAYS_MAY_FOLD = frozenset({"Constant", "If", "Loop", "Scan", "SequenceMap"})
 
 
-def may_fold(model: onnx.ModelProto) -> bool:
-    """False only when a constant-folding pass certainly changes nothing (module docstring)."""
+def may_fold(model: onnx.ModelProto, settled: frozenset | set = frozenset()) -> bool:
+    """False only when a constant-folding pass certainly changes nothing (module docstring).
+
+    `settled`: first outputs of nodes the growth rule excluded on known sizes (growth.py); every later
+    pass excludes them again, so they count as not foldable here.
+    """
     graph = model.graph
     if model.functions:
         return True
@@ -65,7 +70,8 @@ def may_fold(model: onnx.ModelProto) -> bool:
         if node.domain not in DEFAULT_DOMAINS and has_body(node):
             return True  # a custom op with a body (standard ops with bodies are in ALWAYS_MAY_FOLD)
         inputs = [name for name in node.input if name]
-        if node.op_type not in NEVER_FOLDED and all(name in constant for name in inputs):
+        if node.op_type not in NEVER_FOLDED and all(name in constant for name in inputs) \
+                and not (node.output and node.output[0] in settled):
             return True  # the first foldable node is enough; its consumers need not be walked
         for name in node.output:
             producers[name] = node

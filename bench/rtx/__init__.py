@@ -1,0 +1,12 @@
+"""TensorRT-RTX as an oracle: the real ONNX parser and builder of NVIDIA's TensorRT-RTX
+1.7.1 (the pinned `onnxruntime-ep-nv-tensorrt-rtx-cu12` wheel) read every shipped recipe's
+precision output and build an engine ahead of time for an RTX architecture (sm89 by
+default), on a machine with no GPU and no NVIDIA driver. `python -m bench.rtx` (issue 23).
+
+What is real: the parser, the builder, the engine bytes (an EPContext model).
+What is FAKED, and only here, in a child process: stand-in CUDA driver, NVML and CUDA
+runtime libraries (standins.py: "no device", except one compute-capability 8.9 device in
+the runtime) and a fake /sys/class/drm GPU entry in a private mount namespace
+(sandbox.py), because the plugin neither loads nor lists a device without them. No engine
+is executed. trtpipe itself never fakes hardware.
+"""

@@ -1,0 +1,206 @@
+"""`python -m bench.rtx`: every shipped recipe's precision output through the real
+TensorRT-RTX parser and builder, ahead of time for an RTX architecture, without a GPU.
+
+    python -m bench.rtx [--target sm89] [--recipes NAME ...] [--keep DIR]
+
+Per shipped recipe, on its built-in model: trtpipe's CLI runs sanitize -> upgrade_opset ->
+precision; a child process (bench/rtx/compile_one.py, in bench/rtx/sandbox.py's fake-GPU
+namespace with bench/rtx/standins.py's stand-in CUDA libraries) compiles
+precision/model.onnx with the EP; the parent reads the parser's per-node types from the
+captured log (bench/rtx/parser_log.py) and compares them with precision_plan.json
+(bench/rtx/plan_compare.py). Prints per model: built / refused (the parser's reason),
+engine generation and compile seconds, "N/N node types as planned"; last line
+`rtx: P/N models built, types as planned`. Exit 0 when every model built with every
+node as planned, 1 otherwise, 2 when the oracle cannot run (no wheel, no root, no gcc).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from bench.rtx import parser_log, plan_compare, sandbox, standins, wheel
+
+REPO = Path(__file__).resolve().parents[2]
+STAGES = "stages=[sanitize,upgrade_opset,precision]"
+TARGETS = ("sm86", "sm89", "sm120", "sm121")   # what the EP's nv_target_sm accepts
+
+
+@dataclass
+class ModelResult:
+    recipe: str
+    verdict: str = ""            # built | refused by the parser/builder/EP | trtpipe failed
+    reason: str = ""
+    engine_seconds: float | None = None
+    compile_seconds: float = 0.0
+    comparison: plan_compare.Comparison | None = None
+    cpu_only: bool = False
+    outside_ep: list[str] = field(default_factory=list)   # compiled model's nodes that are not EPContext
+    log_path: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def as_planned(self) -> bool:
+        c = self.comparison
+        return (self.verdict == "built" and c is not None and c.as_planned == c.planned
+                and c.inserted_as_written == c.inserted and not self.outside_ep)
+
+    def line(self) -> str:
+        if self.verdict != "built":
+            return f"{self.recipe:26s} {self.verdict}: {self.reason}"
+        c = self.comparison
+        engine = f"{self.engine_seconds:.2f}s" if self.engine_seconds is not None else "?"
+        return (f"{self.recipe:26s} parsed, built  engine {engine}  compile {self.compile_seconds:.2f}s  "
+                f"{c.as_planned}/{c.planned} node types as planned, "
+                f"{c.inserted_as_written}/{c.inserted} inserted Casts as written"
+                + ("" if self.cpu_only else "  (no 'CPU-only mode' line)")
+                + (f"  NOT on the EP: {', '.join(self.outside_ep)}" if self.outside_ep else ""))
+
+
+def shipped_recipes() -> list[str]:
+    from trtpipe.config.locate import recipe_dirs
+    return sorted(p.stem for p in recipe_dirs()[0].glob("*.yaml"))
+
+
+def precision_output(recipe: str, work: Path) -> Path:
+    """Runs trtpipe's CLI up to the precision stage; returns the run directory."""
+    run = work / "run"
+    cmd = [sys.executable, "-m", "trtpipe", "--json", f"+recipe={recipe}", STAGES,
+           f"cache.dir={work / 'cache'}", f"hydra.run.dir={run}"]
+    done = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    if not (run / "precision" / "model.onnx").is_file():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"trtpipe exit {done.returncode}: {tail[0]}")
+    return run
+
+
+def _child_env(wheel_home: Path, standin_dir: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    # The stand-ins are also preloaded by path; LD_LIBRARY_PATH covers a library that
+    # dlopen()s them by soname later.
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(standin_dir), str(wheel.package_dir(wheel_home)), env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
+
+
+def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeout: float) -> ModelResult:
+    result = ModelResult(recipe)
+    model, plan = run / "precision" / "model.onnx", run / "precision" / "precision_plan.json"
+    out, log_path = run / "rtx" / f"model_ctx_{target}.onnx", run / "rtx" / f"build_{target}.log"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    child = [sys.executable, "-m", "bench.rtx.compile_one", str(model), str(out), "--target", target,
+             "--standins", str(oracle["standins"]), "--wheel-home", str(oracle["wheel_home"])]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(sandbox.wrap(child, oracle["fake_drm"]), capture_output=True, text=True,
+                              env=oracle["env"], timeout=timeout)
+        stdout, stderr, code = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        # TimeoutExpired carries bytes even under text=True.
+        partial = exc.stderr or b""
+        stdout, stderr, code = "", partial.decode(errors="replace") if isinstance(partial, bytes) else partial, None
+    log_path.write_text(stderr)
+    result.log_path = str(log_path)
+    log = parser_log.read(stderr)
+    result.engine_seconds, result.cpu_only = log.engine_seconds, log.cpu_only
+    status = _json_tail(stdout)
+    result.compile_seconds = status.get("seconds", time.perf_counter() - start)
+    if code is None:
+        result.verdict, result.reason = "timed out", f"no answer after {timeout:g} s (--timeout)"
+    elif not status:
+        result.verdict = "refused"
+        result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:])
+    elif not status["ok"]:
+        result.verdict, result.reason = _refused_by(log), parser_log.reason(log, status["error"])
+    else:
+        result.verdict = "built"
+        # The whole graph on the EP: the compiled model holds only EPContext nodes.
+        compiled = onnx.load(str(out), load_external_data=False)
+        result.outside_ep = [n.op_type for n in compiled.graph.node if n.op_type != "EPContext"]
+    if log.nodes:
+        result.comparison = plan_compare.compare(plan, model, log)
+    return result
+
+
+def _refused_by(log: parser_log.ParserLog) -> str:
+    """Who refused: the parser (its op checks), the builder (parsed, engine not built), or
+    the EP before parsing (e.g. a DOUBLE graph output, which no node line precedes)."""
+    if log.parser_error:
+        return "refused by the parser"
+    return "parsed, refused by the builder" if log.nodes else "refused by the EP"
+
+
+def _json_tail(stdout: str) -> dict:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def prepare(tmp: Path, wheel_home: Path | None = None) -> dict:
+    """Installs the pinned wheel if missing, compiles the stand-ins, writes the fake device."""
+    home = wheel.ensure(wheel_home)
+    standin_dir = tmp / "standins"
+    standins.build(wheel.package_dir(home), standin_dir)
+    return {"wheel_home": home, "standins": standin_dir, "fake_drm": sandbox.write_fake_drm(tmp / "sys"),
+            "env": _child_env(home, standin_dir)}
+
+
+def run(recipes: list[str], target: str, root: Path, timeout: float, echo=print) -> list[ModelResult]:
+    oracle = prepare(root / "oracle")
+    results = []
+    for recipe in recipes:
+        work = root / recipe
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir = precision_output(recipe, work)
+        except RuntimeError as exc:
+            result = ModelResult(recipe, verdict="trtpipe failed", reason=str(exc))
+        else:
+            result = compile_and_compare(recipe, run_dir, oracle, target, timeout)
+        echo(result.line())
+        if result.comparison:
+            for d in result.comparison.disagreements[:8]:
+                echo(f"    {d}")
+        results.append(result)
+    good = sum(r.as_planned for r in results)
+    echo(f"rtx: {good}/{len(results)} models built, types as planned")
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.rtx", description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="sm89", choices=TARGETS, help="nv_target_sm (default sm89)")
+    parser.add_argument("--recipes", nargs="+", metavar="NAME", help="default: every shipped recipe")
+    parser.add_argument("--keep", type=Path, help="keep run directories, logs and EPContext models here")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per compile")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("rtx: needs root (unshare -m shows the fake GPU in a private mount namespace); "
+              "run as root, as CI does", file=sys.stderr)
+        return 2
+    recipes = args.recipes or shipped_recipes()
+    try:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            results = run(recipes, args.target, args.keep.resolve(), args.timeout)
+        else:
+            with tempfile.TemporaryDirectory(prefix="bench-rtx-") as tmp:
+                results = run(recipes, args.target, Path(tmp), args.timeout)
+    except (wheel.WheelUnavailable, RuntimeError) as exc:
+        print(f"rtx: cannot run the oracle: {exc}", file=sys.stderr)
+        return 2
+    return 0 if all(r.as_planned for r in results) else 1

@@ -1,0 +1,139 @@
+"""The parser's logged element types against precision_plan.json, node by node.
+
+A node of the plan is "as planned" when the parser logged it and every one of its inputs
+and outputs has the type the plan implies:
+
+- plan `fp16`: every float tensor the precision governs is HALF; plan `fp32`: FLOAT.
+  "Governed" is read off the ONNX operator schema: a tensor of the same type constraint
+  as the node's first output, when that constraint admits both float16 and float (Add's
+  T, MatMul's T, Gather's data). A tensor with a type of its own (Resize's `roi` is T2
+  beside X's T1, `scales` is float, Pow's exponent is T1, LayerNormalization's `Mean`
+  output is U) is not the plan's to choose: it must have the type trtpipe wrote.
+- any other plan entry (`keep`: authored precision kept; `none`: no float output):
+  every tensor has the type written in the model (ONNX type inference of
+  precision/model.onnx).
+
+Nodes trtpipe inserted (Casts), which the plan does not list, are checked against the
+written types as well and counted apart.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+from onnx import defs
+
+from bench.rtx.parser_log import ParserLog
+
+FLOATS = {"FLOAT", "HALF", "BF16", "DOUBLE", "FP8", "FP4"}
+PLANNED = {"fp16": "HALF", "fp32": "FLOAT", "bf16": "BF16"}
+# ONNX element type names as the TensorRT parser prints them, where they differ.
+_PARSER_NAME = {"FLOAT16": "HALF", "BFLOAT16": "BF16", "FLOAT8E4M3FN": "FP8"}
+
+
+@dataclass
+class Comparison:
+    planned: int = 0                 # plan nodes with an ONNX node in the model
+    as_planned: int = 0
+    inserted: int = 0                # nodes in the model but not in the plan (Casts)
+    inserted_as_written: int = 0
+    constants: int = 0               # plan's Constant nodes: initializers for the parser
+    disagreements: list[str] = field(default_factory=list)
+
+
+def _type_name(elem_type: int) -> str:
+    name = onnx.TensorProto.DataType.Name(elem_type)
+    return _PARSER_NAME.get(name, name)
+
+
+def written_types(model: onnx.ModelProto) -> dict[str, str]:
+    """Element type of every tensor of the main graph, as written (plus inferred)."""
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - the declared types are still there
+        pass
+    g = model.graph
+    types = {t.name: _type_name(t.data_type) for t in g.initializer}
+    for v in [*g.input, *g.output, *g.value_info]:
+        if v.type.HasField("tensor_type"):
+            types[v.name] = _type_name(v.type.tensor_type.elem_type)
+    for n in g.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    types[n.output[0]] = _type_name(a.t.data_type)
+    return types
+
+
+def _governed(node: onnx.NodeProto, opset: dict[str, int], side: str, index: int) -> bool:
+    """Whether the plan's precision chooses this input's/output's float type (see module doc)."""
+    try:
+        schema = defs.get_schema(node.op_type, opset.get(node.domain, 1), node.domain)
+    except Exception:  # noqa: BLE001 - an op ONNX does not define: the plan governs it
+        return True
+    params = schema.inputs if side == "inputs" else schema.outputs
+    if not params or not schema.outputs:
+        return True
+    param = params[min(index, len(params) - 1)]
+    if param.type_str != schema.outputs[0].type_str:
+        return False  # a type of its own (Resize's roi T2 beside X's T1, Pow's exponent T1)
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    kinds = allowed.get(param.type_str, {param.type_str})
+    return "tensor(float16)" in kinds and "tensor(float)" in kinds
+
+
+def compare(plan_path: Path, model_path: Path, log: ParserLog) -> Comparison:
+    plan = json.loads(plan_path.read_text())
+    model = onnx.load(str(model_path))
+    opset = {o.domain: o.version for o in model.opset_import}
+    opset.setdefault("ai.onnx", opset.get("", 1))
+    types = written_types(model)
+    by_name = {n.name: n for n in model.graph.node}
+    result = Comparison()
+    plan_names = set()
+    for entry in plan["nodes"]:
+        name, precision = entry["name"], entry["precision"]
+        plan_names.add(name)
+        node = by_name.get(name)
+        if node is None:
+            continue  # not in the written graph (a body node, or removed by the stage)
+        if node.op_type == "Constant":
+            # ORT hands Constant nodes to the EP as initializers ("Importing initializer"):
+            # the parser logs no node; its type is checked where a node reads it.
+            result.constants += 1
+            continue
+        result.planned += 1
+        problems = _check(node, log, types, opset, PLANNED.get(precision))
+        if problems:
+            result.disagreements.append(f"{name} [{node.op_type}] plan {precision}: {'; '.join(problems)}")
+        else:
+            result.as_planned += 1
+    for node in model.graph.node:
+        if node.name in plan_names or node.op_type == "Constant":
+            continue
+        result.inserted += 1
+        problems = _check(node, log, types, opset, None)
+        if problems:
+            result.disagreements.append(f"{node.name} [{node.op_type}] inserted: {'; '.join(problems)}")
+        else:
+            result.inserted_as_written += 1
+    return result
+
+
+def _check(node: onnx.NodeProto, log: ParserLog, types: dict[str, str], opset: dict[str, int],
+           planned: str | None) -> list[str]:
+    logged = log.nodes.get(node.name)
+    if logged is None:
+        return ["not in the parser's log"]
+    problems = []
+    for side, names, seen in (("inputs", list(node.input), logged.inputs),
+                              ("outputs", list(node.output), logged.outputs)):
+        for tensor, parser_type in seen:
+            index = names.index(tensor) if tensor in names else 0
+            governed = planned is not None and parser_type in FLOATS and _governed(node, opset, side, index)
+            want = planned if governed else types.get(tensor)
+            if want is not None and parser_type != want:
+                problems.append(f"{side[:-1]} {tensor} parsed {parser_type}, expected {want}")
+    return problems

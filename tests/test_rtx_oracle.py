@@ -1,0 +1,123 @@
+"""The TensorRT-RTX oracle (bench/rtx, issue 23): the real TensorRT-RTX 1.7.1 parser and
+builder read trtpipe's precision output of built-in models and build for sm89 without a GPU.
+
+`pytest -m rtx`. Needs the package index once (the pinned wheel is installed into
+~/.cache/trtpipe/bench-rtx/0.5.0, or $TRTPIPE_RTX_HOME), root (unshare -m) and gcc. It
+FAILS with the reason when one is missing, never skips: an oracle that silently does not
+run says nothing. What is faked (stand-in CUDA libraries, a fake /sys/class/drm GPU, in
+the child process only) is described in bench/rtx/__init__.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from bench.rtx import check, parser_log, plan_compare, wheel
+
+pytestmark = [pytest.mark.rtx, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = ("transformer_fp16", "nafnet_fp16")
+
+
+def _require_oracle() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("the rtx oracle needs root: unshare -m shows the fake GPU in a private mount namespace")
+    try:
+        wheel.ensure()
+    except wheel.WheelUnavailable as exc:
+        pytest.fail(f"the pinned TensorRT-RTX wheel cannot be installed: {exc}")
+
+
+@pytest.fixture(scope="module")
+def oracle_run(tmp_path_factory):
+    """`python -m bench.rtx` on two built-in models, run directories kept."""
+    _require_oracle()
+    keep = tmp_path_factory.mktemp("rtx")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+    done = subprocess.run([sys.executable, "-m", "bench.rtx", "--recipes", *RECIPES, "--keep", str(keep)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    return done, keep
+
+
+def test_the_real_parser_builds_both_models_with_every_node_typed_as_planned(oracle_run):
+    done, keep = oracle_run
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "rtx: 2/2 models built, types as planned", done.stdout
+    for recipe in RECIPES:
+        row = next(ln for ln in lines if ln.startswith(recipe))
+        assert "parsed, built" in row and "node types as planned" in row, row
+        planned = json.loads((keep / recipe / "run" / "precision" / "precision_plan.json").read_text())
+        log = (keep / recipe / "run" / "rtx" / "build_sm89.log").read_text()
+        assert "legacy CPU-only mode" in log  # ahead of time: no GPU was used
+        # Every non-Constant plan node was logged by the parser (Constants become initializers).
+        parsed = parser_log.read(log).nodes
+        missing = [n["name"] for n in planned["nodes"] if n["op_type"] != "Constant" and n["name"] not in parsed]
+        assert not missing
+        compiled = onnx.load(str(keep / recipe / "run" / "rtx" / "model_ctx_sm89.onnx"))
+        assert [n.op_type for n in compiled.graph.node] == ["EPContext"]  # the whole graph on the EP
+
+
+def test_a_plan_the_parser_did_not_see_is_reported_node_by_node(oracle_run, tmp_path):
+    """The comparison can fail: the same real log against a plan with one FP16 MatMul
+    turned FP32 and one FP32 node turned FP16 names exactly those two nodes."""
+    _, keep = oracle_run
+    run = keep / "transformer_fp16" / "run"
+    plan = json.loads((run / "precision" / "precision_plan.json").read_text())
+    matmul = next(n for n in plan["nodes"] if n["op_type"] == "MatMul" and n["precision"] == "fp16")
+    fp32 = next(n for n in plan["nodes"] if n["precision"] == "fp32" and n["op_type"] != "Constant")
+    matmul["precision"], fp32["precision"] = "fp32", "fp16"
+    tampered = tmp_path / "precision_plan.json"
+    tampered.write_text(json.dumps(plan))
+    log = parser_log.read((run / "rtx" / "build_sm89.log").read_text())
+    result = plan_compare.compare(tampered, run / "precision" / "model.onnx", log)
+    assert result.planned - result.as_planned == 2
+    named = sorted(d.split(" [")[0] for d in result.disagreements)
+    assert named == sorted([matmul["name"], fp32["name"]])
+    assert any("parsed HALF, expected FLOAT" in d for d in result.disagreements)
+
+
+def _conv_integer():
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1, 6, 6])
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.uint8), "w")
+    return helper.make_graph([helper.make_node("ConvInteger", ["x", "w"], ["y"], name="ci")], "g", [x], [y], [w])
+
+
+def _double_output():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4])
+    return helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE, name="ci")],
+                             "g", [x], [y])
+
+
+@pytest.mark.parametrize(("graph", "verdict", "words"), [
+    # The real parser's op check refuses ConvInteger; the row names the check and the node.
+    (_conv_integer, "refused by the parser", ("checkConvInteger", "ConvInteger")),
+    # The EP refuses a DOUBLE graph output before the parser sees a node.
+    (_double_output, "refused by the EP", ("Unsupported data type DOUBLE", "y")),
+])
+def test_a_refused_model_is_reported_with_who_refused_it_and_why(tmp_path, graph, verdict, words):
+    _require_oracle()
+    run = tmp_path / "run"
+    (run / "precision").mkdir(parents=True)
+    model = helper.make_model(graph(), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, run / "precision" / "model.onnx")
+    op = model.graph.node[0].op_type
+    (run / "precision" / "precision_plan.json").write_text(
+        json.dumps({"nodes": [{"name": "ci", "op_type": op, "precision": "none"}]}))
+    oracle = check.prepare(tmp_path / "oracle")
+    result = check.compile_and_compare(op, run, oracle, "sm89", 300)
+    assert result.verdict == verdict, result.reason
+    assert all(w in result.reason for w in words), result.reason
+    assert not result.as_planned
