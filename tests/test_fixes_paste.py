@@ -37,6 +37,8 @@ TENSORRT = "needs TensorRT or an engine built on a GPU (neither exists on this m
 INTERNAL = "a contract between trtpipe's own functions; no configuration reaches it from the command line"
 API_ONLY = "raised by the Python API (trtpipe.api.run) only, never by the command line"
 VERIFY = "a trtpipe-verify error: its Fix names a command-line option or a manifest to produce"
+CACHE_CMD = ("a trtpipe-cache error: its Fix names trtpipe-cache's own command line or the cache folder "
+             "(tests/test_cache_manage.py runs them)")
 LIVE_HOLDER = ("another process is computing the same entry and still holds its lock: the Fix is to wait for it "
                "or stop it (cache.lock_timeout=N only waits longer; provoking it needs a second live process)")
 GENERIC = ("the last resort for an error Hydra reports in its own words, after every specific message "
@@ -53,6 +55,8 @@ class Paste:
 
 # `{tokens}`: an int64 [batch, seq] model; `{dynamic}`: a float [-1, 3, 8, 8] model (tests/test_cli_dynamic_inputs.py).
 PASTE = {
+    "trtpipe/cache/manage.py:parse_size: {} {} is not a size (units K, M, G, T, Ki, Mi, Gi, Ti)":
+        Paste(("stages=[sanitize]", "cache.max_size=12X")),
     "trtpipe/config/append_hint.py:append_hint: config key '{}' is a new entry: a key the config does not have yet "
     "is added with a leading ++ (or +)":
         Paste(("stages=[sanitize]", "data.inputs.x={low:0,high:2,dtype:int64}"), replace=True),
@@ -110,6 +114,10 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/cache/manage.py:parse_age: {} {} is not an age (units s, m, h, d, w)": CACHE_CMD,
+    "trtpipe/cache/manage.py:open_cache: {} is not a trtpipe cache (no {}, or a linked or damaged layout); "
+    "trtpipe-cache manages only trtpipe's own caches": CACHE_CMD,
+    "trtpipe/cache_cli.py:_prune: prune needs a bound": CACHE_CMD,
     "trtpipe/cache/files.py:cache_errors_as_user_errors: cannot use the cache's {} {}: {}": ENVIRONMENT,
     "trtpipe/cache/locks.py:_acquire: {}waited {} s for {}, {} (lock {}); that process is still running (a lock is "
     "released when its holder exits, so it is never stale). Fix: let it finish, or stop it, then rerun (the rerun "

@@ -7,6 +7,8 @@ Layout under the cache root:
   tmp/<id>/TRTPIPE_TMP     marks the temporary as trtpipe's; its writer holds an flock on it
   locks/<key>.lock         one lock per key: concurrent jobs wait, then hit
   index/<stage>.json       recent key materials, to explain why a stage re-ran
+  An entry's directory mtime is its last use (holds.py); trtpipe-cache and cache.max_size
+  delete least recently used entries first (manage.py).
 
 Decisions:
 - An entry is published by one atomic rename of a complete directory, so a crash
@@ -30,16 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from trtpipe.errors import UserError
+from trtpipe.errors import StageFailed, UserError
 from trtpipe.cache.cache_dir import (
     Temporary,
     claim_cache_dir,
+    discard_entry,
     real_folder,
     refuse_linked_file,
     remove_dead_temporaries,
 )
 from trtpipe.cache.entry_schema import record_problem
 from trtpipe.cache.explain import explain_miss
+from trtpipe.cache.holds import EntryHolds, touch_entry
 from trtpipe.cache.files import cache_errors_as_user_errors, disk_errors_as_user_errors, ensure_writable_dir, write_atomic
 from trtpipe.cache.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
 from trtpipe.cache.locks import held
@@ -48,6 +52,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_FILE = "entry.json"
 _INDEX_LENGTH = 32
+_HOLD_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -82,21 +87,47 @@ def cache_key(material: dict) -> str:
 
 
 class ArtifactCache:
-    def __init__(self, root: Path, lock_timeout: float = 7200.0) -> None:
+    def __init__(self, root: Path, lock_timeout: float = 7200.0, hold_entries: bool = False) -> None:
+        """`hold_entries`: hold every entry returned until `release` (a run does: runner/pipeline.py);
+        off for a single lookup, so that an object nobody releases never keeps a lock."""
         fix = "set cache.dir (or TRTPIPE_CACHE) to a writable directory"
         self.root = ensure_writable_dir(Path(root), "cache directory", fix)
         self.lock_timeout = lock_timeout
         claim_cache_dir(self.root)
         remove_dead_temporaries(self.root / "tmp")
+        self.holds = EntryHolds(self.root, lock_timeout) if hold_entries else None
 
     def get_or_compute(self, stage: str, material: dict, compute: Compute,
                        required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None) -> CacheResult:
         """`required`: output kinds an entry must have to be trusted. `known_files`: files of
-        verified entries (the stage's inputs) and their digests; see `_build`."""
+        verified entries (the stage's inputs) and their digests; see `_build`.
+
+        With `hold_entries`, the entry is held (holds.py) until `release`: no pruner deletes it
+        while this run uses it."""
         key = cache_key(material)
+        for _ in range(_HOLD_ATTEMPTS):
+            result = self._get_or_compute(stage, key, material, compute, required, known_files)
+            if self.holds is None:
+                touch_entry(result.entry.directory)
+                return result
+            if self.holds.hold(key, result.entry.directory):
+                return result
+            log.info("%s: cache entry %s… was pruned as it was published; looking again", stage, key[:12])
+        raise StageFailed(f"{stage}: cache entry {key[:12]}… was deleted {_HOLD_ATTEMPTS} times as it was "
+                          "published; a trtpipe-cache prune or cache.max_size of another process removes it at once")
+
+    def release(self) -> None:
+        """Let go of the entries this run used (prunable again)."""
+        if self.holds is not None:
+            self.holds.release()
+
+    def _get_or_compute(self, stage: str, key: str, material: dict, compute: Compute,
+                        required: tuple[str, ...], known_files: Mapping[Path, str] | None) -> CacheResult:
         entry, problem = self._load(stage, key, required)
         if entry is not None:
             return CacheResult(entry, "cached", None)
+        if self.holds is not None:  # our own shared hold would block our exclusive lock (flock is per open file)
+            self.holds.drop(key)
         with self._lock(stage, key):
             entry, problem = self._load(stage, key, required)  # another process may have finished it
             if entry is not None:
@@ -175,13 +206,7 @@ class ArtifactCache:
         return CacheEntry(final, record)
 
     def _discard(self, directory: Path) -> None:
-        # Rename into a marked temporary first so that no reader can see a half-deleted entry,
-        # and a crash midway leaves something the next cleanup removes.
-        with Temporary(self.root / "tmp", make_path=False) as trash:
-            try:
-                os.rename(directory, trash.path)
-            except FileNotFoundError:
-                return
+        discard_entry(self.root, directory)
 
     def _lock(self, stage: str, key: str):
         path = self.root / "locks" / f"{key}.lock"

@@ -185,6 +185,20 @@ class Temporary:
         self.close()
 
 
+def discard_entry(root: Path, directory: Path) -> bool:
+    """Delete an entry directory safely; False when it was already gone.
+
+    Rename into a marked temporary first so that no reader can see a half-deleted entry,
+    and a crash midway leaves something the next cleanup removes. The rename moves a
+    symbolic link itself, never what it points to, and rmtree does not follow links."""
+    with Temporary(root / "tmp", make_path=False) as trash:
+        try:
+            os.rename(directory, trash.path)
+        except FileNotFoundError:
+            return False
+    return True
+
+
 def remove_dead_temporaries(tmp_root: Path) -> None:
     """Delete the temporaries under tmp_root whose writer is gone (its lock is free); nothing else."""
     for path in tmp_root.iterdir():

@@ -70,7 +70,7 @@ def held(path: Path, timeout: float, *, purpose: str, stage: str | None = None, 
     path = Path(path)
     with cache_errors_as_user_errors(path, "lock file"):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = _open(path)
+        fd = open_lock_file(path)
     try:
         _acquire(fd, path, timeout, purpose, stage, announce)
         _write_holder(fd, stage)
@@ -83,7 +83,7 @@ def held(path: Path, timeout: float, *, purpose: str, stage: str | None = None, 
         os.close(fd)
 
 
-def _open(path: Path) -> int:
+def open_lock_file(path: Path) -> int:
     """Read-write (to write the holder's name), else read-only: an flock needs no write access, so
     a lock file another user of a shared cache created (0644) still locks; the name is then not
     written."""

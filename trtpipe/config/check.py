@@ -51,6 +51,7 @@ def _check_values(cfg: DictConfig) -> None:
 
     _check_input_specs(cfg)
     _check_tolerances(cfg)
+    _check_cache(cfg)
     precision = cfg.get("precision")
     if precision is None:
         return
@@ -58,6 +59,14 @@ def _check_values(cfg: DictConfig) -> None:
     _one_of("precision.on_unmatched", precision.on_unmatched, ("error", "warn"))
     _one_of("precision.auto.constants", precision.auto.constants, ("keep_fp32", "saturate", "off"))
     compile_rules(OmegaConf.to_container(precision.rules, resolve=True))
+
+
+def _check_cache(cfg: DictConfig) -> None:
+    from trtpipe.cache.manage import parse_size
+
+    cache = cfg.get("cache")
+    if cache is not None and cache.get("max_size") is not None:
+        parse_size(cache.max_size, "cache.max_size")
 
 
 def _check_tolerances(cfg: DictConfig) -> None:

@@ -29,6 +29,10 @@ class CacheConfig:
     dir: str = "${trtpipe.cache_home:}"
     # Seconds to wait for another process computing the same stage.
     lock_timeout: float = 7200.0
+    # A bound on the cache folder's size (500M, 2G, 1.5Gi; cache/manage.py), enforced after each
+    # run: least recently used entries are deleted, never one this run used or another run holds.
+    # null: unbounded (as pip's cache; `trtpipe-cache prune` bounds it by hand).
+    max_size: Optional[str] = None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from trtpipe.data import check_sample_data, resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
+from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
 from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, signals_deferred, signals_received
@@ -74,7 +75,8 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     """Raises UserError for problems found before any stage starts (nothing is written then)."""
     stages = plan_stages(list(cfg.stages))
     cache_root = Path(cfg.cache.dir).expanduser()
-    cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout)
+    cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout,
+                          hold_entries=True)
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
     source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"), is_source=True)
@@ -85,6 +87,13 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         start_dir=str(Path(start_dir).resolve()),
     )
     log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
+    try:
+        return _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir)
+    finally:
+        cache.release()
+
+
+def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> PipelineResult:
     artifacts = {SOURCE_KIND: source}
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
@@ -125,6 +134,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         manifest.write(run_dir)
     if copy_error is not None:
         log.error("  copying into the run directory failed: %s", copy_error)
+    bound_cache(cache, cfg.cache.get("max_size"))
     return PipelineResult(run_dir, manifest, manifest.exit_code, failure)
 
 
