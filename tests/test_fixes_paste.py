@@ -105,6 +105,9 @@ PASTE = {
         Paste(("stages=[sanitize]", "upgrade_opset.target=18")),
     "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}' (the closest is '{}')":
         Paste(("+recipe=transformer_fp61", "stages=[sanitize]"), replace=True),
+    "trtpipe/graph/sanitize.py:_growth_rule: sanitize.fold_growth_limit={} / sanitize.fold_growth_floor_bytes={}: "
+    "the limit must be a number >= 1 and the floor a byte count >= 0":
+        Paste(("stages=[sanitize]", "sanitize.fold_growth_limit=0.5")),
     "trtpipe/config/check.py:_one_of: config value of '{}' is {}":
         Paste(("stages=[sanitize]", "precision.default=fp61")),
     "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
