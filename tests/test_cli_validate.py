@@ -94,10 +94,23 @@ def test_search_recipe_finds_a_smaller_passing_fp32_set(workdir):
 
 
 def test_validation_draws_the_accuracy_picture(workdir):
-    run = run_trtpipe(workdir, "+recipe=nafnet_fp16", run_name="nafnet-plot")
+    run = run_trtpipe(workdir, "+recipe=nafnet_fp16", "validate.plot_passed=true", run_name="nafnet-plot")
     stage = next(s for s in run.manifest["stages"] if s["name"] == "validate")
     png = run.run_dir / stage["outputs"]["plot"]["path"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_picture_is_drawn_when_validation_fails_and_only_then_by_default(workdir):
+    """Decision (schema: plot_passed): the picture is read when a validation fails; drawing it on
+    every passing run cost a localisation of every node and matplotlib (about half the stage)."""
+    failed = run_trtpipe(workdir, "+recipe=naive_fp16", "model.builtin=nafnet", run_name="naive-plot")
+    assert failed.code == 1, failed.stderr
+    stage = next(s for s in failed.manifest["stages"] if s["name"] == "validate")
+    assert (failed.run_dir / stage["outputs"]["plot"]["path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    passed = run_trtpipe(workdir, "+recipe=nafnet_fp16", run_name="nafnet-no-plot")
+    assert passed.code == 0, passed.stderr
+    stage = next(s for s in passed.manifest["stages"] if s["name"] == "validate")
+    assert "plot" not in stage["outputs"]
 
 
 def _expand_model(path, rows: int) -> None:

@@ -196,6 +196,10 @@ class ValidateConfig:
     localize_threshold: float = 0.01
     # accuracy.png: per node, reference magnitude against the FP16 limit and the error.
     plot: bool = True
+    # Decision: the picture is drawn when validation fails (that is when it is read); a passing
+    # run draws it only with plot_passed=true. Drawing it needs a localisation of every node and
+    # matplotlib: about half of a passing validate stage's time on the built-in transformer.
+    plot_passed: bool = False
     # The share of each output's positions that must be compared (where the reference is
     # finite); an output compared at fewer, or empty, fails: no pass with nothing compared.
     min_compared: float = 0.5

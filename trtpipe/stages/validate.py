@@ -21,7 +21,7 @@ from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "11"
+    version = "12"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
@@ -60,7 +60,7 @@ class ValidateAccuracy(Stage):
         # their intermediates from the start and localisation reuses the first iteration
         # (one session and one emulation per model instead of two; exposing changes no
         # result, the sessions compute op by op). Otherwise only what is compared is exposed.
-        expose = bool(config["plot"])
+        expose = bool(config["plot"]) and bool(config.get("plot_passed"))
         reference = ReferenceRunner(reference_model, expose_intermediates=expose,
                                     extra_outputs=sorted(wanted & produced))
         first_reference, reference_runs = None, []
@@ -103,7 +103,8 @@ class ValidateAccuracy(Stage):
         }
         failed = next((v for v in verdicts if not v.passed), None)
         outputs = {"report": "validation.json"}
-        if localization is None and ((failed is not None and config["localize"]) or config["plot"]):
+        draw = bool(config["plot"]) and (failed is not None or bool(config.get("plot_passed")))
+        if localization is None and ((failed is not None and config["localize"]) or draw):
             localization = _localize(reference_model, candidate_model, feeds[0], config)  # amplifiers explained
         elif localization is not None and failed is not None and config["localize"]:
             from trtpipe.validate.upstream_origins import explain_amplifiers
@@ -112,7 +113,7 @@ class ValidateAccuracy(Stage):
                                precisions)
         if failed is not None and config["localize"]:
             report["localization"] = localization.to_json()
-        if config["plot"]:
+        if draw:
             _plot(localization, out_dir / "accuracy.png", report["passed"])
             outputs["plot"] = "accuracy.png"
         (out_dir / "validation.json").write_text(json.dumps(report, indent=2) + "\n")
