@@ -150,7 +150,10 @@ def test_ctrl_c_on_a_joblib_sweep_starts_no_job_after_the_signal_and_accounts_fo
     assert "Traceback" not in stderr, stderr
     rows = summary_rows(tmp_path / "sweep")
     assert [row["job"] for row in rows] == ["0", "1", "2"], rows
-    assert rows[2]["status"] == "not run" and "interrupted" in rows[2]["reason"], rows[2]
+    # Job 2 waits for a free worker: normally it never starts ("not run"). On a loaded machine job 0
+    # may finish, and job 2 start, before this test sees job 0's first line: then job 2 started before
+    # the signal, which `late` below checks (no job ran a stage after it).
+    assert rows[2]["status"] != "not run" or "interrupted" in rows[2]["reason"], rows[2]
     assert {row["status"] for row in rows} <= {"interrupted", "not run", "ok"}, rows
     logs = sorted((tmp_path / "sweep").glob("*/trtpipe.log"))
     late = [log for log in logs if "running..." in log.read_text() and

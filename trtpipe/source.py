@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from trtpipe.errors import UserError
-from trtpipe.cache.files import write_atomic
+from trtpipe.cache.files import cache_errors_as_user_errors, write_atomic
 from trtpipe.cache.hashing import sha256_bytes, sha256_file
 from trtpipe.cache.tools import distribution_version
 
@@ -54,16 +54,19 @@ def _builtin_model_file(name: str, cache_root: Path) -> Path:
     if _verified(target, record):
         return target
     model = builtin_model(name)  # raises UserError for an unknown name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target.parent / ".generate.lock"), timeout=60):
-        if _verified(target, record):  # another process regenerated it meanwhile
-            return target
-        if record.is_file():
-            log.warning("built-in model %s in the cache does not match its recorded sha256: regenerating", target)
-        data = model.SerializeToString()
-        record.unlink(missing_ok=True)
-        write_atomic(target, data)
-        write_atomic(record, sha256_bytes(data).encode())
+    # A full disk or a file-size limit here is the user's to fix, in one line (it was exit 1,
+    # "internal error", found when the accuracy picture stopped being the first large write).
+    with cache_errors_as_user_errors(target, "built-in model"):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent / ".generate.lock"), timeout=60):
+            if _verified(target, record):  # another process regenerated it meanwhile
+                return target
+            if record.is_file():
+                log.warning("built-in model %s in the cache does not match its recorded sha256: regenerating", target)
+            data = model.SerializeToString()
+            record.unlink(missing_ok=True)
+            write_atomic(target, data)
+            write_atomic(record, sha256_bytes(data).encode())
     log.debug("generated built-in model %s at %s", name, target)
     return target
 
