@@ -12,6 +12,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.precision.subgraph_graphs import loop_body_io
+
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(21)
 
@@ -53,12 +55,7 @@ def loop_decoder(width=8, trips=6) -> onnx.ModelProto:
         + [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
            helper.make_node("Identity", ["h_out"], ["h_scan"], name="record")],
         "decoder_body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_in", F, [1, width])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_out", F, [1, width]),
-         helper.make_tensor_value_info("h_scan", F, [1, width])])
+        *loop_body_io(width))
     nodes = _encoder() + [helper.make_node("Loop", ["M", "go", "h0"], ["h_final", "h_all"], name="decoder",
                                            body=body)]
     inits = _weights(width) + [numpy_helper.from_array(np.array(trips, np.int64), "M"),
@@ -108,22 +105,14 @@ def nested_decoder(width=8, outer_trips=3, inner_trips=4) -> onnx.ModelProto:
          helper.make_node("Tanh", ["s"], ["g_out"], name="act"),
          helper.make_node("Identity", ["c_in"], ["c_out"], name="keep_going")],
         "inner_body",
-        [helper.make_tensor_value_info("j", TensorProto.INT64, []),
-         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("g_in", F, [1, width])],
-        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("g_out", F, [1, width])])
+        *loop_body_io(width, counter="j", cond=("c_in", "c_out"), state=("g_in", "g_out"), scan=None))
     outer = helper.make_graph(
         [helper.make_node("Mul", ["Wq", "h_in"], ["ctx_raw"], name="context"),
          helper.make_node("Tanh", ["ctx_raw"], ["ctx"], name="context_act"),
          helper.make_node("Loop", ["N", "go", "h_in"], ["h_out"], name="refine", body=inner),
          helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
         "outer_body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_in", F, [1, width])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_out", F, [1, width])])
+        *loop_body_io(width, scan=None))
     nodes = _encoder() + [helper.make_node("Loop", ["M", "go", "h0"], ["h_final"], name="decoder", body=outer)]
     inits = _weights(width) + [numpy_helper.from_array(np.array(outer_trips, np.int64), "M"),
                                numpy_helper.from_array(np.array(inner_trips, np.int64), "N"),

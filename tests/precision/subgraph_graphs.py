@@ -19,6 +19,19 @@ def _w(name, shape, scale=0.4):
     return numpy_helper.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
 
 
+
+def loop_body_io(width, counter="i", cond=("cond_in", "cond_out"), state=("h_in", "h_out"), scan="h_scan"):
+    """A Loop body's inputs (counter, condition, carried state [1, width]) and outputs (condition,
+    state, and a scan output of the state unless `scan` is None)."""
+    inputs = [helper.make_tensor_value_info(counter, TensorProto.INT64, []),
+              helper.make_tensor_value_info(cond[0], TensorProto.BOOL, []),
+              helper.make_tensor_value_info(state[0], F, [1, width])]
+    outputs = [helper.make_tensor_value_info(cond[1], TensorProto.BOOL, []),
+               helper.make_tensor_value_info(state[1], F, [1, width])]
+    if scan is not None:
+        outputs.append(helper.make_tensor_value_info(scan, F, [1, width]))
+    return inputs, outputs
+
 def _model(nodes, inputs, outputs, initializers, opset=17):
     graph = helper.make_graph(nodes, "subgraph_test", inputs, outputs, initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
@@ -59,12 +72,7 @@ def loop_carried(width=4, trips=3, x_scale=1.0) -> onnx.ModelProto:
          helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
          helper.make_node("Identity", ["h_out"], ["h_scan"], name="record")],
         "loop_body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_in", F, [1, width])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_out", F, [1, width]),
-         helper.make_tensor_value_info("h_scan", F, [1, width])])
+        *loop_body_io(width))
     nodes = [helper.make_node("Loop", ["M", "true", "h0"], ["h_final", "h_all"], name="steps", body=body)]
     inits = [numpy_helper.from_array(np.array(trips, np.int64), "M"),
              numpy_helper.from_array(np.array(True), "true"), _w("W", [width, width], 0.6)]
@@ -144,11 +152,7 @@ def if_inside_loop(width=4, trips=3, alternate=False) -> onnx.ModelProto:
          helper.make_node("Tanh", ["g"], ["h_out"], name="act"),
          helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
         "loop_body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_in", F, [1, width])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_out", F, [1, width])])
+        *loop_body_io(width, scan=None))
     nodes = [helper.make_node("Loop", ["M", "true", "h0"], ["h_final"], name="steps", body=body)]
     inits = [numpy_helper.from_array(np.array(trips, np.int64), "M"), numpy_helper.from_array(np.array(True), "true"),
              _w("W", [width, width], 0.6), numpy_helper.from_array(np.ones(width, np.float32), "gamma"),
