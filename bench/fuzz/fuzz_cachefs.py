@@ -81,28 +81,26 @@ def cache_entry_link(ctx: Context) -> None:
     _rerun(ctx, cold=False)
 
 
-def cache_lock_link(ctx: Context) -> None:
-    """The key's lock file is a link to a victim outside; the entry is gone, so the lock is taken."""
+def _linked_lock(ctx: Context, target_of) -> None:
+    """The entry is gone (so the run takes the key's lock) and the lock file is a link to `target_of(lock)`."""
     if not _warm(ctx):
         return
     key = _key(ctx)
     _drop_entry(ctx, key)
     lock = ctx.cache / "locks" / f"{key}.lock"
     _replace(lock)
-    lock.symlink_to(_victim(ctx))
+    lock.symlink_to(target_of(lock))
     _rerun(ctx, cold=True)
+
+
+def cache_lock_link(ctx: Context) -> None:
+    """The key's lock file is a link to a victim outside; the entry is gone, so the lock is taken."""
+    _linked_lock(ctx, lambda lock: _victim(ctx))
 
 
 def cache_lock_loop(ctx: Context) -> None:
     """The key's lock is a symlink loop: exit 2 naming it, not an internal error."""
-    if not _warm(ctx):
-        return
-    key = _key(ctx)
-    _drop_entry(ctx, key)
-    lock = ctx.cache / "locks" / f"{key}.lock"
-    _replace(lock)
-    lock.symlink_to(lock.name)
-    _rerun(ctx, cold=True)
+    _linked_lock(ctx, lambda lock: lock.name)
 
 
 def _memo_files(ctx: Context) -> list[Path]:
