@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from trtpipe.config.override_text import profile_list_override
 from trtpipe.errors import UserError
+from trtpipe.trt.profiles import outside_axes
 
 # input name -> the distinct shapes of the sample data, in the order they first occur.
 DataShapes = Mapping[str, Sequence[Sequence[int]]]
@@ -117,9 +118,8 @@ def _well_formed(profile) -> dict | None:
 
 
 def _outside(shape: Sequence[int], spec) -> list[int]:
-    if spec is None or len(spec["min"]) != len(shape) or len(spec["max"]) != len(shape):
-        return []
-    return [axis for axis, size in enumerate(shape) if not spec["min"][axis] <= size <= spec["max"][axis]]
+    """Axes outside the spec's range; none for an input the profile does not give or of another rank."""
+    return (outside_axes(shape, spec) or []) if spec is not None else []
 
 
 def _widened(spec: Mapping[str, Sequence[int]], shape: Sequence[int]) -> dict[str, list[int]]:

@@ -139,8 +139,14 @@ def profile_fitting(shapes: Mapping[str, Sequence[int]], ranges: Sequence[Mappin
 
 
 def _fits(shape: Sequence[int], spec: ShapeSpec) -> bool:
-    return len(shape) == len(spec["min"]) and all(
-        low <= size <= high for size, low, high in zip(shape, spec["min"], spec["max"]))
+    return outside_axes(shape, spec) == []
+
+
+def outside_axes(shape: Sequence[int], spec: ShapeSpec) -> list[int] | None:
+    """The axes of `shape` outside the spec's [min, max]; None when the ranks differ."""
+    if len(spec["min"]) != len(shape) or len(spec["max"]) != len(shape):
+        return None
+    return [axis for axis, size in enumerate(shape) if not spec["min"][axis] <= size <= spec["max"][axis]]
 
 
 def _shape_text(dims: Sequence) -> str:
