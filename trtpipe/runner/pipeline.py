@@ -22,7 +22,7 @@ from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
 from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, signals_deferred, signals_received
-from trtpipe.runner.source_snapshot import source_snapshot
+from trtpipe.runner.source_snapshot import data_snapshot, source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
 from trtpipe.runner.stage_order import check_stage_order
@@ -198,7 +198,10 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
             with contextlib.ExitStack() as snapshots:
                 paths = {kind: snapshots.enter_context(source_snapshot(a.path, a.sha256, cache.root / "tmp"))
                          if a.is_source and stage.snapshot_source else a.path for kind, a in inputs.items()}
-                outcome = stage().run(paths, config, out_dir)
+                # The sample data too: the stage reads the bytes its key's digest names.
+                run_config = ({**config, "data": snapshots.enter_context(data_snapshot(data, cache.root / "tmp"))}
+                              if stage.uses_data else config)
+                outcome = stage().run(paths, run_config, out_dir)
                 # Permissions follow the inputs (item 8): what is derived from a 0600 model stays 0600.
                 narrow_modes(out_dir, [file for kind, a in inputs.items() for file in _files_of(a, paths[kind])])
         finally:
