@@ -13,7 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
-from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
+from trtpipe.errors import EXIT_OK, OutOfMemory, StageFailed, TrtpipeError, UserError, is_out_of_memory
 from trtpipe.data import check_sample_data, resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
@@ -223,6 +223,12 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
         return record, error, False
     except Exception as error:  # a defect: keep the traceback in the log file, one line on the console
         record.seconds = round(time.perf_counter() - started, 3)
+        if is_out_of_memory(error):  # the machine's limit, not a defect (errors.OutOfMemory)
+            log.debug("%s", traceback.format_exc())
+            failure = OutOfMemory(f"running stage {stage.name}", error)
+            record.error = str(failure)
+            log.error("  %-15s failed  %s", stage.name, failure)
+            return record, failure, False
         record.error = f"{type(error).__name__}: {error}"
         log.debug("%s", traceback.format_exc())
         log.error("  %-15s failed  %s (traceback in %s)", stage.name, record.error,
