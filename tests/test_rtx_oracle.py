@@ -20,7 +20,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.rtx import check, parser_log, plan_compare, wheel
+from bench.rtx import check, wheel
+from trtpipe.trt.rtx import parser_log, plan_compare
 
 pytestmark = [pytest.mark.rtx, pytest.mark.slow]
 

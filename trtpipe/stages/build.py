@@ -21,6 +21,10 @@ Decisions:
   those shapes from the runner (`config["data_shapes"]`, from the top-level `data` block, never
   another stage's config); they are in the cache key only while no profile is given, so new
   sample data of the same shapes (or any data, with a profile) reuses the engine.
+- `build.backend=tensorrt_rtx` (trtpipe.stages.build_rtx, trtpipe.trt.rtx): the same op check,
+  profiles and trtexec.txt (the TensorRT 10/11 equivalent), then the EPContext model of the
+  TensorRT-RTX EP for `build.rtx.target_sm` as the `engine` artifact, and a precision audit read
+  from the real parser's log; deferred in the same way where the EP sees no device.
 """
 
 from __future__ import annotations
@@ -68,8 +72,13 @@ class BuildEngine(Stage):
         return self._backend
 
     @classmethod
-    def key_facts(cls, backend: TensorRTBackend | None = None) -> dict:
-        """GPU name, compute capability, driver, CUDA and TensorRT versions (None where unknown)."""
+    def key_facts(cls, backend: TensorRTBackend | None = None, config: Mapping | None = None) -> dict:
+        """GPU name, compute capability, driver, CUDA and TensorRT versions (None where unknown);
+        with build.backend=tensorrt_rtx, the EP's and TensorRT-RTX's versions and the target instead."""
+        if (config or {}).get("backend") == "tensorrt_rtx":
+            from trtpipe.trt.rtx.backend import key_facts
+
+            return key_facts((config.get("rtx") or {}).get("target_sm"))
         if backend is None:
             from trtpipe.trt import backend as real_backend
 
@@ -83,8 +92,15 @@ class BuildEngine(Stage):
 
     @classmethod
     def key_config(cls, config: Mapping) -> dict:
-        """The data's shapes count only while they can make the profile (no build.profiles given)."""
+        """The data's shapes count only while they can make the profile (no build.profiles given);
+        `rtx` only with that backend, and the TensorRT-only settings only without it."""
         key = {name: value for name, value in config.items() if name != "data_shapes"}
+        if config.get("backend") == "tensorrt_rtx":
+            from trtpipe.trt.rtx.options import TENSORRT_ONLY
+
+            key = {name: value for name, value in key.items() if name not in TENSORRT_ONLY}
+        else:
+            key.pop("rtx", None)
         if not config.get("profiles") and config.get("data_shapes"):
             key["data_shapes"] = config["data_shapes"]
         return key
@@ -109,6 +125,11 @@ class BuildEngine(Stage):
         derived = profiles and not config.get("profiles")
         options = _replace(options, profiles=tuple(profiles))
         plan = json.loads(Path(inputs["plan"]).read_text())
+        if config.get("backend") == "tensorrt_rtx":
+            from trtpipe.stages.build_rtx import run_rtx
+
+            return run_rtx(inputs, config, out_dir, model, plan, _replace(options, profiles=tuple(profiles)),
+                           derived and profiles)
         backend = self.backend
         environment = backend.environment()
         _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir, plan)
