@@ -28,11 +28,11 @@ from pathlib import Path
 import onnx
 
 from bench.rtx import sandbox, standins, wheel
+from trtpipe.config.build_schema import RTX_TARGET_SMS as TARGETS  # what the EP's nv_target_sm accepts
 from trtpipe.trt.rtx import parser_log, plan_compare
 
 REPO = Path(__file__).resolve().parents[2]
 STAGES = "stages=[sanitize,upgrade_opset,precision]"
-TARGETS = ("sm86", "sm89", "sm120", "sm121")   # what the EP's nv_target_sm accepts
 
 
 @dataclass

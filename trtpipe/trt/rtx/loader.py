@@ -27,7 +27,7 @@ class EpUnavailable(RuntimeError):
 
     def __init__(self, problem: str, fix: str) -> None:
         self.problem, self.fix = problem, fix
-        super().__init__(f"{problem}. Fix: {fix}")
+        super().__init__(problem)
 
 
 RTX_MACHINE = ("on a Linux or Windows machine with an RTX GPU (sm86/sm89/sm120/sm121) and the NVIDIA "

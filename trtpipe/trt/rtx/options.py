@@ -2,7 +2,8 @@
 
 Decisions (the option names are the wheel's tensorrt_rtx_provider_options.h):
 - One optimization profile: `nv_profile_{min,opt,max}_shapes`, `name:AxB,name2:CxD` (the
-  format of ONNX Runtime's TensorRT EPs). Several profiles would need `nv_multi_profile_enable`
+  format of ONNX Runtime's TensorRT EPs, and what ONNX Runtime GenAI hands this EP:
+  `input_ids:1x1,image_features:0x4096`). Several profiles would need `nv_multi_profile_enable`
   and a format the header does not spell out: refused rather than guessed.
 - `memory_pool_limits.workspace` -> `nv_max_workspace_size` (bytes); other pools have no option.
 - TensorRT-RTX is strongly typed only: `precision_mode=constraints` is refused; so are
