@@ -201,3 +201,21 @@ def test_without_the_sandbox_the_installed_ep_does_not_load_and_the_build_is_def
     assert "no TensorRT-RTX engine built: the TensorRT-RTX execution provider does not load here" in line
     assert ".so" in line and "To finish on a Linux or Windows machine with an RTX GPU" in line
     assert not (tmp_path / "run" / "build" / "model_ctx.onnx").exists()
+
+
+def test_validate_hands_the_epcontext_engine_to_the_ep_which_needs_a_real_driver_to_run_it(tmp_path):
+    """validate's EPContext runner, as far as it can go here: in the sandbox it registers the EP,
+    picks its device and ONNX Runtime asks the EP for a provider, which calls the (stand-in) driver;
+    the stand-in answers "no device", so the run fails (exit 1) in one line naming that, no
+    traceback. No engine runs: that needs a real RTX GPU."""
+    _require_oracle()
+    oracle = check.prepare(tmp_path / "oracle")
+    done = _trtpipe(tmp_path, "run", "+recipe=transformer_fp16", "build.backend=tensorrt_rtx",
+                    sandboxed=True, oracle=oracle)
+    stages = {s["name"]: s for s in json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]}
+    assert done.returncode == 1 and stages["build"]["status"] == "ran", done.stdout + done.stderr[-2000:]
+    assert stages["validate"]["status"] == "failed"
+    assert stages["validate"]["error"].startswith("validate: the TensorRT-RTX EP listed a device but could not run "
+                                                  "the EPContext engine model_ctx.onnx")
+    assert "stand-in CUDA driver (bench/rtx): no device" in stages["validate"]["error"]
+    assert "traceback" not in done.stdout + done.stderr
