@@ -49,7 +49,8 @@ def test_without_the_ep_the_build_is_deferred_with_one_line_saying_how_to_finish
     assert run.statuses()["build"] == "deferred"
     line = next(ln for ln in (run.stdout + run.stderr).splitlines() if "DEFERRED" in ln)
     assert "no TensorRT-RTX engine built: the TensorRT-RTX execution provider (onnxruntime-ep-nv-tensorrt-rtx-cu12) " \
-           "is not installed. To finish on a Linux or Windows machine with an RTX GPU" in line
+           f"is not installed in $TRTPIPE_RTX_HOME ({no_ep['TRTPIPE_RTX_HOME']}). To finish on a Linux or Windows " \
+           "machine with an RTX GPU" in line
     assert "pip install 'trtpipe[rtx]'" in line and line.rstrip().endswith(
         "(no earlier entry of this stage in the cache)") and "python build/build_on_gpu.py" in line
     build = next(s for s in run.manifest["stages"] if s["name"] == "build")

@@ -62,8 +62,7 @@ def availability() -> Availability:
     if plugin.package_dir() is None:
         from trtpipe.trt.rtx.loader import RTX_MACHINE
 
-        return Availability(False, "the TensorRT-RTX execution provider (onnxruntime-ep-nv-tensorrt-rtx-cu12) "
-                                   "is not installed", RTX_MACHINE)
+        return Availability(False, plugin.not_installed(), RTX_MACHINE)
     try:
         result, stderr, code = _run_child(["probe"], timeout=120)
     except (OSError, subprocess.TimeoutExpired) as error:

@@ -19,7 +19,7 @@ import functools
 import importlib
 import sys
 
-from trtpipe.trt.rtx.plugin import EP_NAME, INSTALL, import_root, package_dir
+from trtpipe.trt.rtx.plugin import EP_NAME, INSTALL, import_root, not_installed, package_dir
 
 
 class EpUnavailable(RuntimeError):
@@ -39,8 +39,7 @@ def load():
     """`onnxruntime` with the EP registered; EpUnavailable when it is not installed or does not load."""
     folder = package_dir()
     if folder is None:
-        raise EpUnavailable("the TensorRT-RTX execution provider (onnxruntime-ep-nv-tensorrt-rtx-cu12) is "
-                            "not installed", RTX_MACHINE)
+        raise EpUnavailable(not_installed(), RTX_MACHINE)
     root = str(import_root(folder))
     if root not in sys.path:
         sys.path.insert(0, root)

@@ -41,6 +41,13 @@ def package_dir() -> Path | None:
     return folder if (folder / PLUGIN).is_file() else None
 
 
+def not_installed() -> str:
+    """The problem sentence when package_dir() is None (naming $TRTPIPE_RTX_HOME when it is set)."""
+    home = os.environ.get(HOME_VARIABLE)
+    where = f" in ${HOME_VARIABLE} ({home})" if home else ""
+    return f"the TensorRT-RTX execution provider ({DISTRIBUTION}) is not installed{where}"
+
+
 def import_root(folder: Path) -> Path:
     """What to put on sys.path so that `import onnxruntime_ep_nv_tensorrt_rtx` finds `folder`."""
     return folder.parent
