@@ -128,8 +128,7 @@ class BuildEngine(Stage):
         if config.get("backend") == "tensorrt_rtx":
             from trtpipe.stages.build_rtx import run_rtx
 
-            return run_rtx(inputs, config, out_dir, model, plan, _replace(options, profiles=tuple(profiles)),
-                           derived and profiles)
+            return run_rtx(inputs, config, out_dir, model, plan, options, derived and profiles)
         backend = self.backend
         environment = backend.environment()
         _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir, plan)
@@ -146,7 +145,7 @@ class BuildEngine(Stage):
             if config.get("timing_cache", True) else None
         (out_dir / TRTEXEC).write_text(trtexec_file(
             options, plan, in_use=environment.tensorrt if availability.available else None,
-            model_sha256=model_sha, timing_cache=timing_name, float_outputs=_float_outputs(model),
+            model_sha256=model_sha, timing_cache=timing_name, float_outputs=float_outputs(model),
             model=published_model_path(Path(inputs["model"]), out_dir)))
         if derived:
             from trtpipe.trt.data_profiles import derived_profile_fact
@@ -155,14 +154,14 @@ class BuildEngine(Stage):
             # build_on_gpu.py gets no data: it builds with the profile written out.
             config = {**config, "profiles": profiles}
         if not availability.available:
-            return _with_parser(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
+            return with_parser_fact(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
                                           out_dir), parser_fact, derived and profiles)
         if options.precision_mode == "constraints" and (environment.tensorrt_major or 0) >= 11:
             from trtpipe.trt.builder import constraints_unavailable
 
             raise UserError(constraints_unavailable(environment.tensorrt), "set build.precision_mode=strongly_typed")
         result = backend.build(Path(inputs["model"]), plan, options)
-        return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact, derived and profiles)
+        return with_parser_fact(_built(result, plan, model, config, facts, out_dir), parser_fact, derived and profiles)
 
 
 def published_model_path(model: Path, out_dir: Path) -> str:
@@ -188,7 +187,7 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     return Path(os.path.relpath(Path(model).absolute(), Path(out_dir).absolute())).as_posix()
 
 
-def _with_parser(outcome: StageOutcome, parser_fact: str, profiles_from_data=None) -> StageOutcome:
+def with_parser_fact(outcome: StageOutcome, parser_fact: str, profiles_from_data=None) -> StageOutcome:
     from trtpipe.trt.parser.parser_check import REPORT
 
     outcome.outputs["parser_support"] = REPORT
@@ -271,7 +270,7 @@ def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_di
     )
 
 
-def _float_outputs(model) -> dict[str, int]:
+def float_outputs(model) -> dict[str, int]:
     """Node name (as the parser names layers) -> number of float outputs (unknown types count as float)."""
     from trtpipe.graph.names.parser_names import parser_names
     from trtpipe.precision.network.network import FLOAT_TYPES

@@ -31,7 +31,7 @@ def run_rtx(inputs: Mapping[str, Path], config: Mapping, out_dir: Path, model, p
             profiles_from_data) -> StageOutcome:
     from trtpipe.cache.hashing import artifact_digest
     from trtpipe.config.build_schema import checked_rtx_target
-    from trtpipe.stages.build import _float_outputs, _with_parser, published_model_path
+    from trtpipe.stages.build import float_outputs, with_parser_fact, published_model_path
     from trtpipe.trt.parser.parser_check import check_parser_support
     from trtpipe.trt.rtx import backend
     from trtpipe.trt.rtx.options import provider_options
@@ -42,9 +42,10 @@ def run_rtx(inputs: Mapping[str, Path], config: Mapping, out_dir: Path, model, p
     _, parser_fact = check_parser_support(model, {**config, "tensorrt_version": None}, None, out_dir, plan)
     model_sha = artifact_digest(Path(inputs["model"]))
     (out_dir / TRTEXEC).write_text(
-        "# build.backend=tensorrt_rtx: TensorRT-RTX has no trtexec; below, the same build for TensorRT 10.x/11.x.\n"
+        "# build.backend=tensorrt_rtx built with the TensorRT-RTX EP; these trtexec commands are the same build "
+        "for TensorRT 10.x/11.x.\n"
         + trtexec_file(options, plan, in_use=None, model_sha256=model_sha, timing_cache=None,
-                       float_outputs=_float_outputs(model), model=published_model_path(Path(inputs["model"]), out_dir)))
+                       float_outputs=float_outputs(model), model=published_model_path(Path(inputs["model"]), out_dir)))
     if profiles_from_data:
         from trtpipe.trt.data_profiles import derived_profile_fact
 
@@ -53,7 +54,7 @@ def run_rtx(inputs: Mapping[str, Path], config: Mapping, out_dir: Path, model, p
     availability = backend.availability()
     if not availability.available:
         outcome = _deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])), out_dir)
-        return _with_parser(outcome, parser_fact, profiles_from_data)
+        return with_parser_fact(outcome, parser_fact, profiles_from_data)
     result = backend.build(Path(inputs["model"]), out_dir / ENGINE, target, provider)
     (out_dir / LOG).write_text(result.log)
     if not result.ok:
@@ -61,7 +62,7 @@ def run_rtx(inputs: Mapping[str, Path], config: Mapping, out_dir: Path, model, p
 
         why = result.problem or reason(read(result.log), result.error)
         raise StageFailed(f"build: TensorRT-RTX did not build the model for {target}: {why}")
-    return _with_parser(_built(result, plan, model, config, target, out_dir), parser_fact, profiles_from_data)
+    return with_parser_fact(_built(result, plan, model, config, target, out_dir), parser_fact, profiles_from_data)
 
 
 def _deferred(availability, config: Mapping, model_sha: str, plan_sha: str, out_dir: Path) -> StageOutcome:
