@@ -2,7 +2,7 @@
 
 Decisions:
 - Whether the EP is installed costs a file lookup; whether it loads and lists a device costs
-  one child process (`child probe`, about 0.5 s), memoised for the process: a run asks once.
+  one child process (`child probe`, about 0.5 s), memoised per process and EP folder: a run asks once.
 - Key facts: the EP's and TensorRT-RTX's versions (files of the wheel), the target
   architecture, and whether a device was visible. Not the GPU itself: the engine is built
   ahead of time for `nv_target_sm`, the same on any machine; but a deferral cached where no
@@ -23,6 +23,7 @@ from trtpipe.trt.rtx import plugin
 from trtpipe.trt.seam import Availability
 
 CHILD = "trtpipe.trt.rtx.child"
+PROBE_FIX = f"where `python -m {CHILD} probe` lists a device (it prints the EP's own output)"
 
 
 @dataclass(frozen=True)
@@ -56,27 +57,32 @@ def _run_child(args: list[str], timeout: float | None = None) -> tuple[dict, str
     return {}, done.stderr, done.returncode
 
 
-@functools.lru_cache(maxsize=1)
 def availability() -> Availability:
     """Installed, loadable, and at least one GPU device offered by the EP. Never raises."""
-    if plugin.package_dir() is None:
+    folder = plugin.package_dir()
+    if folder is None:
         from trtpipe.trt.rtx.loader import RTX_MACHINE
 
         return Availability(False, plugin.not_installed(), RTX_MACHINE)
+    return _probed(folder)
+
+
+@functools.lru_cache(maxsize=4)
+def _probed(folder: Path) -> Availability:
+    """The child's answer for the EP in `folder`, once per process and folder."""
     try:
         result, stderr, code = _run_child(["probe"], timeout=120)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return Availability(False, f"the TensorRT-RTX probe did not answer ({error})", "")
+        return Availability(False, f"the TensorRT-RTX probe did not answer ({error})", PROBE_FIX)
     if not result:
         tail = (stderr.strip().splitlines() or ["no output"])[-1]
-        return Availability(False, f"the TensorRT-RTX probe failed (exit {code}: {tail[:200]})", "")
+        return Availability(False, f"the TensorRT-RTX probe failed (exit {code}: {tail[:200]})", PROBE_FIX)
     if not result["ok"]:
         return Availability(False, result["problem"], result["fix"])
     if not result["devices"]:
-        from trtpipe.trt.rtx.loader import RTX_MACHINE
+        from trtpipe.trt.rtx.loader import NO_DEVICE, NO_DEVICE_FIX
 
-        return Availability(False, "the TensorRT-RTX execution provider loads but lists no GPU device "
-                                   "(no RTX GPU is visible here)", RTX_MACHINE)
+        return Availability(False, NO_DEVICE, NO_DEVICE_FIX)
     return Availability(True)
 
 

@@ -32,6 +32,13 @@ class EpUnavailable(RuntimeError):
 
 RTX_MACHINE = ("on a Linux or Windows machine with an RTX GPU (sm86/sm89/sm120/sm121) and the NVIDIA "
                "driver, " + INSTALL)
+# Installed, but its libraries do not load: what they need (the plugin links the driver's
+# libcuda.so.1 and libnvidia-ml.so.1, and libcudart.so.12, which the wheel does not ship by that name).
+LOADABLE = ("on a machine with an RTX GPU (sm86/sm89/sm120/sm121) and the NVIDIA driver, with the CUDA 12 "
+            "runtime (libcudart.so.12) on the library path")
+
+NO_DEVICE = "the TensorRT-RTX execution provider loads but lists no GPU device (no RTX GPU is visible here)"
+NO_DEVICE_FIX = "on a machine where an RTX GPU (sm86/sm89/sm120/sm121) is visible (nvidia-smi lists it)"
 
 
 @functools.cache
@@ -54,7 +61,7 @@ def load():
     except Exception as error:  # OSError/RuntimeError from dlopen: e.g. no libcuda.so.1 (no driver)
         detail = " ".join(str(error).split())[:300]
         raise EpUnavailable(f"the TensorRT-RTX execution provider does not load here ({detail})",
-                            RTX_MACHINE) from error
+                            LOADABLE) from error
     return ort
 
 
@@ -67,6 +74,5 @@ def devices(ort) -> list:
 def first_device(ort):
     found = devices(ort)
     if not found:
-        raise EpUnavailable("the TensorRT-RTX execution provider lists no GPU device (no RTX GPU is "
-                            "visible here)", RTX_MACHINE)
+        raise EpUnavailable(NO_DEVICE, NO_DEVICE_FIX)
     return found[0]
