@@ -192,7 +192,10 @@ def test_the_audit_flags_a_node_the_parser_typed_other_than_the_plan(backend_run
 
 
 def test_without_the_sandbox_the_installed_ep_does_not_load_and_the_build_is_deferred_in_one_line(tmp_path):
-    """The real EP on this machine as it is (no NVIDIA driver, no GPU): deferred, with the loader's reason."""
+    """The real EP on this machine as it is (no NVIDIA driver, no GPU): deferred, with the loader's reason;
+    then the deferred run's build/build_on_gpu.py, run where the EP sees a device (the sandbox), finishes it."""
+    from bench.rtx import sandbox, standins
+
     _require_oracle()
     done = _trtpipe(tmp_path, "run", "+recipe=transformer_fp16", "stages=[sanitize,upgrade_opset,precision,build]",
                     "build.backend=tensorrt_rtx", sandboxed=False)
@@ -201,6 +204,17 @@ def test_without_the_sandbox_the_installed_ep_does_not_load_and_the_build_is_def
     assert "no TensorRT-RTX engine built: the TensorRT-RTX execution provider does not load here" in line
     assert ".so" in line and "To finish on a machine with an RTX GPU" in line and "libcudart.so.12" in line
     assert not (tmp_path / "run" / "build" / "model_ctx.onnx").exists()
+    oracle = check.prepare(tmp_path / "oracle")
+    env = dict(os.environ, TRTPIPE_RTX_HOME=str(wheel.home()), LD_PRELOAD=standins.preload(oracle["standins"]),
+               PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+    script = [sys.executable, str(tmp_path / "run" / "build" / "build_on_gpu.py")]
+    finished = subprocess.run(sandbox.wrap(script, oracle["fake_drm"]), env=env, capture_output=True, text=True,
+                              timeout=600)
+    assert finished.returncode == 0, finished.stdout + finished.stderr[-2000:]
+    assert "build: ran  TensorRT-RTX 1.7.1 (EP 0.5.0) for sm89: EPContext model" in finished.stdout
+    built = tmp_path / "run" / "build" / "gpu_build"
+    assert [n.op_type for n in onnx.load(str(built / "model_ctx.onnx")).graph.node] == ["EPContext"]
+    assert json.loads((built / "precision_audit.json").read_text())["totals"]["ok"] >= 10
 
 
 def test_validate_hands_the_epcontext_engine_to_the_ep_which_needs_a_real_driver_to_run_it(tmp_path):
