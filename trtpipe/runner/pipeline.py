@@ -176,7 +176,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
         "inputs": {kind: artifact.sha256 for kind, artifact in inputs.items()},
         "tools": tool_versions(stage.tools),
     }
-    facts = stage.key_facts()
+    facts = stage.key_facts(config=config)
     if facts:  # e.g. GPU, driver, CUDA and TensorRT: an engine is never reused across them
         material["environment"] = facts
     places = stage.key_input_places({kind: artifact.path for kind, artifact in inputs.items()})
