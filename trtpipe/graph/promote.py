@@ -130,6 +130,21 @@ def promote_outputs(
     }
 
 
+def may_expose(output: str, tensors: Sequence[str], match: str) -> bool:
+    """Whether promoting the tensor patterns `tensors` can expose a graph output named `output`:
+    the tensor itself, or its FP32 copy `t__fp32` (`t__fp32_1`, ... when taken).
+
+    Decision: decided from the names alone, without the graph the pass will read (the earlier
+    stages make it), so that a misspelled `validate.outputs.<name>` is refused before any stage
+    runs; a tensor pattern exposes only tensors whose names it matches, whatever the graph."""
+    _check_choice("match", match, MATCH_KINDS)
+    names = list(dict.fromkeys([output, re.sub(re.escape(FP32_SUFFIX) + r"(_\d+)?$", "", output)]))
+    if match == "exact":
+        return any(name in tensors for name in names)
+    return any(fullmatches(_compile(pattern), names, f"promote_outputs.tensors pattern {pattern!r}")
+               for pattern in tensors)
+
+
 def _check_choice(key: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
         from trtpipe.config.override_text import choice_fix
