@@ -43,7 +43,6 @@ Decisions, with their reasons:
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Sequence
@@ -196,7 +195,9 @@ def _compile(pattern: str) -> re.Pattern:
 
 
 def _raise_unmatched(kind: str, pattern: str, match: str, names: list[str]) -> None:
-    closest = difflib.get_close_matches(pattern, names, n=3, cutoff=0.0)
+    from trtpipe.config.closest import closest as closest_names
+
+    closest = closest_names(pattern, names, n=3, cutoff=0.0)
     raise UserError(
         f"promote_outputs: {kind} pattern {pattern!r} ({match}) matches no {kind}",
         f"closest {kind} names: {', '.join(repr(name) for name in closest) or 'none (empty graph)'}",
