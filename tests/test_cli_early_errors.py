@@ -28,16 +28,16 @@ UP_TO_PRECISION = "stages=[sanitize,upgrade_opset,precision]"
 WITH_VALIDATE = ("stages=[sanitize,upgrade_opset,precision,validate]", "validate.plot=false")
 
 
-def two_output_model() -> onnx.ModelProto:
-    """x[2,8] -> MatMul -> Relu -> `hidden_state`; MatMul -> Softmax -> `probs` (random weights)."""
+def two_output_model(hidden: str = "hidden_state") -> onnx.ModelProto:
+    """x[2,8] -> MatMul -> Relu -> `hidden`; MatMul -> Softmax -> `probs` (random weights)."""
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32), "w")
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["mm_out"], name="/block/attn/MatMul"),
-        helper.make_node("Relu", ["mm_out"], ["hidden_state"], name="/block/attn/Relu"),
+        helper.make_node("Relu", ["mm_out"], [hidden], name="/block/attn/Relu"),
         helper.make_node("Softmax", ["mm_out"], ["probs"], name="/block/attn/Softmax", axis=-1),
     ]
     graph = helper.make_graph(nodes, "two_outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-                              [helper.make_tensor_value_info("hidden_state", TensorProto.FLOAT, [2, 8]),
+                              [helper.make_tensor_value_info(hidden, TensorProto.FLOAT, [2, 8]),
                                helper.make_tensor_value_info("probs", TensorProto.FLOAT, [2, 8])], [weight])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -46,6 +46,7 @@ def two_output_model() -> onnx.ModelProto:
 def workdir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("early_errors")
     onnx.save(two_output_model(), str(directory / "two.onnx"))
+    onnx.save(two_output_model("hidden"), str(directory / "renamed.onnx"))  # another export's name
     return directory
 
 
@@ -77,6 +78,19 @@ def test_a_misspelled_output_is_refused_before_any_stage_and_its_fix_pastes(work
                         run_name="typo_fixed")
     assert fixed.code == 0, fixed.stdout + fixed.stderr
     assert fixed.manifest["config"]["validate"]["outputs"] == {"hidden_state": {"cosine_min": 0.99}}
+
+
+def test_a_sweep_whose_later_model_lacks_the_output_is_refused_before_the_first_job(workdir):
+    """Sweeping two exports: the name is right for the first, wrong for the second (it was found
+    only after the first job, and the second job's other stages, had run)."""
+    cache = workdir / "cache_sweep"
+    run = run_trtpipe(workdir, "-m", "model.path=two.onnx,renamed.onnx", *WITH_VALIDATE,
+                      "+validate.outputs.hidden_state={cosine_min:0.99}", f"hydra.sweep.dir={workdir / 'sweep'}",
+                      cache=cache)
+    assert run.code == 2, run.stdout + run.stderr
+    assert error_line(run).startswith("trtpipe: error: validate.outputs.hidden_state names no output of the model; "
+                                      "its outputs, closest first: hidden, probs."), run.stderr
+    assert not (workdir / "sweep").exists() and cache_entries(cache) == []
 
 
 @pytest.mark.parametrize("match", ["exact", "regex"])

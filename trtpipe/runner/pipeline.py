@@ -25,6 +25,7 @@ from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, sign
 from trtpipe.runner.source_snapshot import source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
+from trtpipe.runner.output_preflight import check_validate_outputs
 from trtpipe.runner.stage_order import check_stage_order
 from trtpipe.cache.tools import tool_versions
 from trtpipe.source import resolve_model_source
@@ -79,7 +80,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
                           hold_entries=True)
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
-    _check_validate_outputs(cfg, stages, source_path)
+    check_validate_outputs(cfg, [stage.name for stage in stages], source_path)  # exit 2 before any stage
     source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"), is_source=True)
     manifest = RunManifest(
         config=OmegaConf.to_container(cfg, resolve=True),
@@ -265,39 +266,6 @@ def _check_data_in_profiles(cfg: DictConfig, stages, shapes: Mapping, data: Mapp
     from trtpipe.trt.data_profiles import check_data_in_profiles  # no tensorrt import
 
     check_data_in_profiles(OmegaConf.to_container(build.profiles, resolve=True), shapes, sample_data_place(data))
-
-
-def _check_validate_outputs(cfg: DictConfig, stages, source_path: Path) -> None:
-    """A `validate.outputs.<name>` that names no output: exit 2 before any stage runs (the validate
-    stage found it only after every other stage had run), with the same message and Fix.
-
-    Decisions: the names validate compares are the model's outputs, which no stage renames or
-    drops (sanitize, upgrade_opset and precision keep graph outputs by name), and those
-    promote_outputs adds. A name a tensor pattern may expose (`t`, `t__fp32`) is left to the
-    validate stage, which sees the final graph; with node patterns every name is (a node's output
-    names are known only in the graph the earlier stages make). The model is read without its
-    weights, and only when some name needs it."""
-    names = [stage.name for stage in stages]
-    validate = cfg.get("validate")
-    if "validate" not in names or validate is None or not validate.get("outputs"):
-        return
-    configured = OmegaConf.to_container(validate.outputs, resolve=True)
-    promote = cfg.get("promote_outputs") if "promote_outputs" in names else None
-    if promote is not None and promote.get("nodes"):
-        return
-    if promote is not None and promote.get("tensors"):
-        from trtpipe.graph.promote import may_expose
-
-        patterns = [str(pattern) for pattern in promote.tensors]
-        configured = {name: values for name, values in configured.items()
-                      if not may_expose(str(name), patterns, promote.match)}
-    if not configured:
-        return
-    from trtpipe.config.output_names import check_output_names
-    from trtpipe.onnxmodel.onnx_io import load_model
-
-    outputs = [value.name for value in load_model(source_path, load_external_data=False).graph.output]
-    check_output_names("validate.outputs", configured, outputs)
 
 
 def _opt_shapes(cfg: DictConfig) -> dict:
