@@ -103,6 +103,8 @@ PASTE = {
     "trtpipe/config/ignored_settings.py:ignored_settings_lines: trtpipe: warning: {} set but ignored: stage '{}' "
     "is not in 'stages'. Fix: to run it, add it to 'stages': {}":
         Paste(("stages=[sanitize]", "upgrade_opset.target=18")),
+    "trtpipe/precision/network/rules.py:resolve_rules: <message>":
+        Paste((NO_BUILD, "+precision.rules.typo={match:op_type,pattern:SoftMax}")),
     "trtpipe/config/check.py:_unknown_recipe: there is no recipe '{}' (the closest is '{}')":
         Paste(("+recipe=transformer_fp61", "stages=[sanitize]"), replace=True),
     "trtpipe/graph/sanitize.py:_growth_rule: sanitize.fold_growth_limit={} / sanitize.fold_growth_floor_bytes={}: "
@@ -246,7 +248,6 @@ PROSE = {
     'trtpipe/precision/network/rules.py:compile_rules: {}.pattern is empty': USER_VALUE,
     'trtpipe/precision/network/rules.py:compile_rules: {}.pattern {} is not a valid regular expression ({})': USER_VALUE,
     'trtpipe/precision/network/rules.py:compile_rules: {}.precision is {}': CHOICE,
-    'trtpipe/precision/network/rules.py:resolve_rules: <message>': CHOICE,
     'trtpipe/precision/materialize/weights.py:float32_values: weight {} is still in an external data file and cannot be converted': INTERNAL,
     "trtpipe/cache/cache_dir.py:_check_marker: cache {} has format {}, newer than this trtpipe's ({})": ENVIRONMENT,
     'trtpipe/cache/cache_dir.py:_check_marker: {} is not a trtpipe cache marker': ENVIRONMENT,

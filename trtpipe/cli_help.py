@@ -16,6 +16,8 @@ Decisions:
 from __future__ import annotations
 
 import os
+import re
+import textwrap
 from pathlib import Path
 
 # Tools whose versions `--version` prints after trtpipe's (importable module names; the
@@ -23,6 +25,11 @@ from pathlib import Path
 VERSION_TOOLS = ("onnx", "onnxruntime", "polygraphy", "tensorrt")
 # Config group options that are schema plumbing, not choices for a user.
 _INTERNAL_OPTIONS = {"schema"}
+
+# A recipe description's labelled part (`Criterion:`, `Usually overridden:`) starts a new line.
+_LABEL = re.compile(r"[A-Z][a-z]+( [a-z]+)?: ")
+# Descriptions are wrapped to this width under the recipe's name (31 columns in): 88 in all.
+_WRAP_AT = 57
 
 _HEADER = """\
 trtpipe: ONNX -> accurate TensorRT engine, as a cached pipeline of stages.
@@ -66,6 +73,7 @@ def _module_version(module: str) -> str | None:
 def help_text() -> str:
     from trtpipe.config.locate import USER_RECIPES_ENV, conf_dir, recipe_dirs
     from trtpipe.cache.cache_home import default_cache_dir_text
+    from trtpipe.models.catalog import BUILTIN_MODULES  # the names only: no onnx import
 
     parts = [_HEADER, "", "Recipes (+recipe=NAME):"]
     dirs = recipe_dirs()
@@ -73,7 +81,9 @@ def help_text() -> str:
         where = "shipped" if index == 0 else f"user, from {USER_RECIPES_ENV}"
         parts.append(f"  {directory}  ({where})")
         for path in sorted(directory.glob("*.yaml")):
-            parts.append(f"    {path.stem:26} {_recipe_summary(path)}".rstrip())
+            description = _recipe_description(path) or [""]
+            parts.append(f"    {path.stem:26} {description[0]}".rstrip())
+            parts += [f"{'':31}{line}" for line in description[1:]]
     if len(dirs) == 1:
         parts.append(f"  user recipes: set {USER_RECIPES_ENV}=DIR[{os.pathsep}DIR...] (YAML files "
                      "starting with '# @package _global_')")
@@ -83,6 +93,8 @@ def help_text() -> str:
         parts.append(f"  {group:16} {', '.join(options)}")
     parts += ["", "Settings (key=value; see them all with trtpipe --cfg job):",
               "  model.path, model.builtin, stages, data.*, cache.dir, " + ", ".join(f"{g}.*" for g in groups),
+              "", "Built-in example models (model.builtin=NAME, used when model.path is unset):",
+              f"  {', '.join(BUILTIN_MODULES)}",
               "", _FOOTER.format(cache=default_cache_dir_text())]
     return "\n".join(parts)
 
@@ -97,12 +109,24 @@ def _config_groups(root: Path) -> dict[str, list[str]]:
     return groups
 
 
-def _recipe_summary(path: Path) -> str:
-    """The recipe's first comment sentence after the package header (its description)."""
+def _recipe_description(path: Path) -> list[str]:
+    """The recipe's whole description: its comment block after the package header, as written.
+
+    Decisions: nothing is cut (the first sentence, cut at 70 characters, hid what a recipe is
+    for and what it judges by); the text is re-wrapped under the name, and a labelled part
+    (`Criterion:`, `Usually overridden:`) starts a line of its own, as in the file."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()[1:6]
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
-        return ""
-    text = " ".join(line.lstrip("# ").strip() for line in lines if line.startswith("#"))
-    sentence = text.split(". ")[0].rstrip(".")
-    return sentence if len(sentence) <= 70 else sentence[:69] + "…"
+        return []
+    paragraphs: list[str] = []
+    for line in lines[1:] if lines and lines[0].startswith("# @package") else lines:
+        if not line.startswith("#"):
+            break
+        text = line.lstrip("#").strip()
+        if not paragraphs or _LABEL.match(text):
+            paragraphs.append(text)
+        elif text:
+            paragraphs[-1] = f"{paragraphs[-1]} {text}".strip()
+    return [line for paragraph in paragraphs if paragraph
+            for line in textwrap.wrap(paragraph, _WRAP_AT, break_on_hyphens=False, break_long_words=False)]

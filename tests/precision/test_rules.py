@@ -74,7 +74,7 @@ def test_unmatched_rule_warns_when_configured(caplog):
 
 
 def test_unknown_op_type_suggests_real_op_types():
-    with pytest.raises(UserError, match="closest op types: Softmax"):
+    with pytest.raises(UserError, match="op types in the model, closest first: Softmax,"):
         plan("transformer", rules={"s": rule("op_type", "SoftMax")})
 
 

@@ -7,11 +7,10 @@ catches them, with the full key path, before anything runs.
 
 from __future__ import annotations
 
-from difflib import get_close_matches
-
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from trtpipe.config.closest import closest
 from trtpipe.config.schema import TrtpipeConfig
 from trtpipe.errors import UserError
 
@@ -147,7 +146,7 @@ def _unknown_recipe(message: str) -> UserError:
 
     asked = (re.search(r"Could not find 'recipe/([^']*)'", message) or [None, "?"])[1]
     options = _registered_recipes()
-    close = get_close_matches(asked, options, n=1, cutoff=0.5)
+    close = closest(asked, options, n=1, cutoff=0.5)
     if close:
         return UserError(f"there is no recipe '{asked}' (the closest is '{close[0]}')",
                          f"replace '+recipe={asked}' with '+recipe={close[0]}' (recipes: {', '.join(options)}; "
@@ -169,7 +168,7 @@ def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserE
                 f"config key '{full_key}' is a new entry of '{parent}'",
                 f"add new entries with a leading ++, e.g. '++{full_key}=VALUE'",
             )
-        close = get_close_matches(leaf, valid, n=3)
+        close = closest(leaf, valid)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         if close and typed and typed.startswith(full_key + "="):  # the typed override, key corrected
             from trtpipe.config.override_text import shell_quoted

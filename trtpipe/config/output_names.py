@@ -18,15 +18,10 @@ by the default tolerance instead. Decisions:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from difflib import SequenceMatcher
 
+from trtpipe.config.closest import by_closeness
 from trtpipe.config.override_text import dict_key, shell_quoted
 from trtpipe.errors import UserError
-
-
-def by_closeness(name: str, candidates: Sequence[str]) -> list[str]:
-    """`candidates`, the closest to `name` first (difflib's ratio; ties in the given order)."""
-    return sorted(candidates, key=lambda c: -SequenceMatcher(None, name, c).ratio())
 
 
 def check_output_names(where: str, configured: Mapping | None, outputs: Sequence[str]) -> None:

@@ -1,7 +1,8 @@
 """Compose a sweep's configs before Hydra runs, to report config errors in one line.
 
 For a sweep (`-m`), each value of each swept key is composed once (the other keys
-at their first value), so a typo in any value is caught before the first job.
+at their first value), so a typo in any value is caught before the first job; so is a
+`validate.outputs.<name>` that names no output of the model (runner/output_preflight.py).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ def preflight(config_dir: Path, argv: list[str]) -> None:
         return  # let Hydra report its own usage error
     if any(getattr(args, flag, None) for flag in _INFO_FLAGS) or not args.multirun:
         return  # a single run's config errors are caught from Hydra's own composition
+    from trtpipe.runner.output_preflight import check_before_sweep
+
     for overrides in _override_sets(args.overrides):
-        compose_checked(config_dir, overrides)
+        check_before_sweep(compose_checked(config_dir, overrides), Path.cwd())
 
 
 def compose_checked(config_dir: Path, overrides: list[str]):

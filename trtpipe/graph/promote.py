@@ -43,7 +43,6 @@ Decisions, with their reasons:
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Sequence
@@ -130,6 +129,21 @@ def promote_outputs(
     }
 
 
+def may_expose(output: str, tensors: Sequence[str], match: str) -> bool:
+    """Whether promoting the tensor patterns `tensors` can expose a graph output named `output`:
+    the tensor itself, or its FP32 copy `t__fp32` (`t__fp32_1`, ... when taken).
+
+    Decision: decided from the names alone, without the graph the pass will read (the earlier
+    stages make it), so that a misspelled `validate.outputs.<name>` is refused before any stage
+    runs; a tensor pattern exposes only tensors whose names it matches, whatever the graph."""
+    _check_choice("match", match, MATCH_KINDS)
+    names = list(dict.fromkeys([output, re.sub(re.escape(FP32_SUFFIX) + r"(_\d+)?$", "", output)]))
+    if match == "exact":
+        return any(name in tensors for name in names)
+    return any(fullmatches(_compile(pattern), names, f"promote_outputs.tensors pattern {pattern!r}")
+               for pattern in tensors)
+
+
 def _check_choice(key: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
         from trtpipe.config.override_text import choice_fix
@@ -181,7 +195,9 @@ def _compile(pattern: str) -> re.Pattern:
 
 
 def _raise_unmatched(kind: str, pattern: str, match: str, names: list[str]) -> None:
-    closest = difflib.get_close_matches(pattern, names, n=3, cutoff=0.0)
+    from trtpipe.config.closest import closest as closest_names
+
+    closest = closest_names(pattern, names, n=3, cutoff=0.0)
     raise UserError(
         f"promote_outputs: {kind} pattern {pattern!r} ({match}) matches no {kind}",
         f"closest {kind} names: {', '.join(repr(name) for name in closest) or 'none (empty graph)'}",

@@ -29,9 +29,9 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from difflib import get_close_matches
 from typing import TYPE_CHECKING, Mapping
 
+from trtpipe.config.closest import by_closeness, closest
 from trtpipe.errors import UserError
 from trtpipe.graph.names.bounded_regex import fullmatches
 
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 MATCH_KINDS = ("exact", "regex", "op_type")
 PRECISIONS = ("fp32", "fp16", "bf16")
 RULE_FIELDS = ("match", "pattern", "precision", "optional")
+# The override that turns a rule matching nothing into a warning (named in the error's Fix).
+ALLOW_UNMATCHED = "precision.on_unmatched=warn"
 
 
 @dataclass(frozen=True)
@@ -103,13 +105,13 @@ def resolve_rules(rules: list[Rule], net: Network, on_unmatched: str) -> list[Ru
             for absorbed, fused in found.via_fusion.items():
                 log.info("rule %s names %s, which upgrade_opset fused into %s", found.rule.name, absorbed, fused)
             continue
-        message, fix = _unmatched_message(found.rule, net)
+        message, suggestion = _unmatched_message(found.rule, net)
         if found.rule.optional:
             log.info("%s: skipped (optional: true)", message)
             continue
         if on_unmatched == "error":
-            raise UserError(message, fix)
-        log.warning("%s (ignored: precision.on_unmatched=warn)", message)
+            raise UserError(message, f"{suggestion}; or, to go on without the rule, '{ALLOW_UNMATCHED}'")
+        log.warning("%s; %s (ignored: %s)", message, suggestion, ALLOW_UNMATCHED)
     return matches
 
 
@@ -141,19 +143,28 @@ def _resolve(rule: Rule, net: Network) -> RuleMatch:
 
 
 def _unmatched_message(rule: Rule, net: Network) -> tuple[str, str]:
-    candidates = sorted(set(net.names) | set(net.absorbed_by)) if rule.match != "op_type" else sorted(
-        {net.op_type(n) for n in net.names}
-    )
-    probe = rule.pattern if rule.match != "regex" else re.sub(r"[\\.*+?^$()\[\]{}|]", "", rule.pattern)
-    close = get_close_matches(probe, candidates, n=3, cutoff=0.4)
-    if rule.match == "exact":  # a body node named without its scope: give the qualified name
-        close = [n for n in net.parent if n.endswith("/" + rule.pattern)][:3] or close
+    """The problem, and what to suggest, the same way for the three kinds: the closest node names
+    (exact, regex) or the model's op types closest first (op_type: a short list). The error's Fix
+    adds the override that lets the run go on without the rule, quoted so it pastes as it is."""
     what = {"exact": "node name", "regex": "full-match regex", "op_type": "op type"}[rule.match]
     message = f"precision rule '{rule.name}' ({what} {rule.pattern!r}) matches no node of the network"
-    if close:
-        fix = f"closest {'op types' if rule.match == 'op_type' else 'names'}: {', '.join(close)}"
+    if rule.match == "op_type":
+        op_types = sorted({net.op_type(n) for n in net.names})
+        suggestion = f"op types in the model, closest first: {', '.join(by_closeness(rule.pattern, op_types))}"
     else:
-        fix = "list the network's names with precision.list_only=true"
+        suggestion = f"closest node names: {', '.join(_closest_names(rule, net)) or 'none (no nodes)'}"
     if rule.match == "regex":
-        fix += "; a regex must match the whole name (add .* where needed)"
-    return message, fix
+        suggestion += "; a regex must match the whole name (add .* where needed)"
+    return message, suggestion
+
+
+def _closest_names(rule: Rule, net: Network) -> list[str]:
+    """Three names: a body node named without its scope gets its qualified name; else the closest
+    of the network's names (a regex compared without its metacharacters), however far."""
+    if rule.match == "exact":
+        qualified = [n for n in net.parent if n.endswith("/" + rule.pattern)][:3]
+        if qualified:
+            return qualified
+    candidates = sorted(set(net.names) | set(net.absorbed_by))
+    probe = rule.pattern if rule.match != "regex" else re.sub(r"[\\.*+?^$()\[\]{}|]", "", rule.pattern)
+    return closest(probe, candidates, n=3, cutoff=0.4) or by_closeness(probe, candidates)[:3]

@@ -1,0 +1,65 @@
+"""`validate.outputs.<name>` checked against the model before any stage runs (issue 24, item 6).
+
+A misspelled output name was found by the validate stage, after every other stage had run.
+Decisions:
+- The names validate compares are the model's outputs, which no stage renames or drops
+  (sanitize, upgrade_opset and precision keep graph outputs by name), and those promote_outputs
+  adds. The message and its pasteable Fix are the validate stage's (config/output_names.py),
+  which still checks the final graph.
+- A name a promote_outputs tensor pattern may expose (`t`, `t__fp32`: graph/promote.py
+  `may_expose`, decided from the names) is left to the validate stage; with node patterns every
+  name is (a node's output names are known only in the graph the earlier stages make).
+- The model is read without its weights, and only when some name needs it; a sweep's
+  pre-flight (`check_before_sweep`) runs the same check for every composed value, so a typo in
+  the last value is refused before the first job.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+
+def check_validate_outputs(cfg: DictConfig, stage_names: list[str], source_path: Path) -> None:
+    """UserError (exit 2) for the first `validate.outputs` name that no output of the model can be."""
+    unsure = _names_to_check(cfg, stage_names)
+    if not unsure:
+        return
+    from trtpipe.config.output_names import check_output_names
+    from trtpipe.onnxmodel.onnx_io import load_model
+
+    outputs = [value.name for value in load_model(source_path, load_external_data=False).graph.output]
+    check_output_names("validate.outputs", unsure, outputs)
+
+
+def check_before_sweep(cfg: DictConfig, start_dir: Path) -> None:
+    """The same check for one composed config of a sweep, before any job runs (the model named by
+    the config: the user's file, or the built-in one, generated in the cache as the job would)."""
+    stage_names = [str(name) for name in cfg.stages]
+    if not _names_to_check(cfg, stage_names):
+        return
+    from trtpipe.source import resolve_model_source
+
+    cache_root = Path(cfg.cache.dir).expanduser()
+    cache_root = cache_root if cache_root.is_absolute() else start_dir / cache_root
+    check_validate_outputs(cfg, stage_names,
+                           resolve_model_source(cfg.model.path, cfg.model.builtin, cache_root, start_dir))
+
+
+def _names_to_check(cfg: DictConfig, stage_names: list[str]) -> dict:
+    """The `validate.outputs` entries whose names only the model's outputs can make valid."""
+    validate = cfg.get("validate")
+    if "validate" not in stage_names or validate is None or not validate.get("outputs"):
+        return {}
+    configured = OmegaConf.to_container(validate.outputs, resolve=True)
+    promote = cfg.get("promote_outputs") if "promote_outputs" in stage_names else None
+    if promote is not None and promote.get("nodes"):
+        return {}
+    if promote is not None and promote.get("tensors"):
+        from trtpipe.graph.promote import may_expose
+
+        patterns = [str(pattern) for pattern in promote.tensors]
+        configured = {name: values for name, values in configured.items()
+                      if not may_expose(str(name), patterns, promote.match)}
+    return configured
