@@ -190,9 +190,9 @@ PROSE = {
     'trtpipe/onnxmodel/external_files.py:refuse_unreadable_kind: {} {} of {} is a hard link (the file has {} names); trtpipe, onnx and ONNX Runtime read external data only from files with one name': MODEL,
     'trtpipe/onnxmodel/external_files.py:refuse_unreadable_kind: {} {} of {} is {}, not a regular file': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_load_external_data: external data file {} of model {} ended while tensor {} was read (truncated meanwhile?)': MODEL,
-    'trtpipe/runner/source_snapshot.py:source_snapshot: model {} changed while trtpipe was reading it (sha256 {}… when the run started, {}… now); nothing was cached': ENVIRONMENT,
+    'trtpipe/runner/source_snapshot.py:_snapshot: {} {} changed while trtpipe was reading it (sha256 {}… when the run started, {}… now); nothing was cached': ENVIRONMENT,
     # A stage's own error about the source, its snapshot paths renamed to the user's: the fix is that error's row.
-    'trtpipe/runner/source_snapshot.py:source_snapshot: <renamed(error.problem)>': MODEL,
+    'trtpipe/runner/source_snapshot.py:_snapshot: <renamed(error.problem)>': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} does not exist': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} is empty': MODEL,
     'trtpipe/onnxmodel/onnx_io.py:_check_readable_file: model file {} is not a file': MODEL,
