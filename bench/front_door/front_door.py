@@ -3,6 +3,7 @@
     cd /work/main && python -m bench.front_door                 # ~15 s
     python -m bench.front_door --repeat 9                       # more runs per command
     python -m bench.front_door --code /path/to/other/checkout   # the same on another version
+    python -m bench.front_door --record                         # + bench/front_door/results.json
 
 Measures, side by side and interleaved (round robin, so a busy machine slows all alike),
 each command in a fresh subprocess from spawn to exit (interpreter start and imports
@@ -18,6 +19,11 @@ Prints the median wall time of each, its ratio to the floor, the median CPU time
 system of exactly that child, os.wait4: steadier than wall time on a machine others load),
 and the targets of issue 14 (cached run < 0.6 s, --help < 0.5 s wall on the development
 machine, unloaded); exit 1 if one fails.
+`--record` also writes bench/front_door/results.json (docs/figures.md): the medians and
+ratios above, the machine's load average, the cache's size after one run of the default
+pipeline, and the console transcript of `trtpipe +recipe=transformer_fp16` on an empty cache
+as a terminal shows it (the `running...` lines a terminal overwrites dropped, the scratch
+folder's path removed), which README.md and docs/how-it-works.md quote.
 Not a test: timings depend on the machine; tests/test_front_door.py checks the structure
 (no Hydra for --help, one composition per run, matplotlib only when a plot is drawn).
 """
@@ -61,10 +67,44 @@ def timed(command: list[str], cwd: Path, env: dict) -> tuple[float, float]:
     return seconds, usage.ru_utime + usage.ru_stime
 
 
+TRANSCRIPT_COMMAND = ["+recipe=transformer_fp16"]
+
+
+def transcript(work: Path, env: dict) -> str:
+    """The README's first run as a user's terminal shows it, on an empty cache of its own."""
+    folder = work / "transcript"
+    folder.mkdir()
+    done = subprocess.run([sys.executable, "-m", "trtpipe", *TRANSCRIPT_COMMAND], cwd=folder, capture_output=True,
+                          text=True, timeout=600, env={**env, "TRTPIPE_CACHE": str(folder / "cache")})
+    if done.returncode != 0:
+        raise SystemExit(f"trtpipe {' '.join(TRANSCRIPT_COMMAND)} failed ({done.returncode}): {done.stderr[-500:]}")
+    lines = [line.replace(f"{folder}/", "") for line in done.stdout.splitlines() if not line.endswith("running...")]
+    return "\n".join([f"$ trtpipe {' '.join(TRANSCRIPT_COMMAND)}", *lines])
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
+
+
+def record(wall: dict, cpu: dict, repeat: int, run_transcript: str, cache_mb: float) -> None:
+    from bench.common.results import write_results
+    figures = {"repeat": repeat, "transcript": run_transcript, "cache.mb_per_run": round(cache_mb, 3)}
+    for name in wall:
+        key = name.lstrip("-")
+        figures[f"{key}.wall_s"] = round(wall[name], 4)
+        figures[f"{key}.cpu_s"] = round(cpu[name], 4)
+        figures[f"{key}.wall_x_floor"] = round(wall[name] / wall["floor"], 3)
+        figures[f"{key}.cpu_x_floor"] = round(cpu[name] / cpu["floor"], 3)
+    write_results("front_door", figures, command=f"python -m bench.front_door --repeat {repeat} --record",
+                  notes="wall and CPU seconds are medians of interleaved runs; absolute times depend on the "
+                        "machine's load (environment.load_average), the ratios to the floor much less")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per command (median reported)")
     parser.add_argument("--code", type=Path, default=ROOT, help="the trtpipe checkout to measure")
+    parser.add_argument("--record", action="store_true", help="write bench/front_door/results.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="trtpipe-front-door-") as scratch:
         work = Path(scratch)
@@ -72,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         env.pop("TRTPIPE_DEBUG", None)
         todo = commands(work)
         timed(todo["cached"], work, env)  # fill the cache (untimed)
+        cache_mb = folder_mb(work / "cache")
+        run_transcript = transcript(work, env) if args.record else ""
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in todo}
         for _ in range(args.repeat):
             for name, command in todo.items():
@@ -88,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         failed |= target is not None and wall[name] >= target
         print(f"  {name:10} {wall[name]:8.3f} {wall[name] / wall['floor']:8.2f} {cpu[name]:8.3f} "
               f"{cpu[name] / cpu['floor']:8.2f}  {verdict}")
+    if args.record:
+        record(wall, cpu, args.repeat, run_transcript, cache_mb)
     return 1 if failed else 0
 
 

@@ -1,0 +1,167 @@
+"""Check the figures README.md and docs/*.md quote against the result files they cite.
+
+    python -m bench.common.figures          # list every problem; exit 1 if any
+
+The rules (docs/figures.md states them for writers; tests/test_doc_figures.py runs this):
+
+1. A measured figure is a Markdown link to the family's section of docs/figures.md whose
+   title names the key in `bench/<family>/results.json`:
+       [0.114 s](figures.md#autocast "transformer.trtpipe_s")      (README: docs/figures.md#...)
+   The numbers of the link text must be the cited value rounded to the digits shown: each
+   shown number x with d decimals (of its mantissa, for 1.5e-4) must satisfy
+   |x - value| <= half a unit of its last digit. `1,060` is 1060; the unit (s, MB, %, x) is
+   the one the result file stores the value in. A text with several numbers (`12 / 13`,
+   `1.81-2.23 s`) cites a list of as many numbers, in order.
+2. A console transcript is a fenced block followed, on the next line, by a citation whose text
+   has no number and whose value is a string: the block must equal it, where `...` in the
+   block stands for any text within a line (the docs elide long lines).
+3. Outside code (fenced blocks, `code spans`), link targets and headings, every number
+   followed by a unit (UNITS below: s, ms, MB, GB, GiB, %, x, ...; ranges like 2-3 s count
+   once) must be a citation (rule 1) or be marked as not measured: a link to
+   figures.md#not-measured whose title says what it is (a default, a limit, a target).
+   Fenced blocks starting with `$ ` (a transcript of a run) must be cited (rule 2).
+Why links: they render as ordinary links (the title shows the key on hover, the target
+explains where the figure comes from), on GitHub and in MkDocs alike; an HTML comment
+would be invisible to the reader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NOT_MEASURED = "not-measured"
+UNITS = r"(?:µs|ms|s|KB|kB|MB|GB|TB|KiB|MiB|GiB|%|×|x|dB)"
+NUMBER = r"\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
+FIGURE = re.compile(rf"(?<![\w.^/#-])({NUMBER}(?:\s?[-–]\s?{NUMBER})?)\s?{UNITS}(?![\w])")
+CITATION = re.compile(r'\[([^\]\n]+)\]\((?:docs/)?figures\.md#([\w-]+)\s+"([^"\n]+)"\)')
+FENCE = re.compile(r"^(```+|~~~+)")
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    """The pages whose figures are checked: the front door and every page of the manual."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+@dataclass
+class Problem:
+    path: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.text}"
+
+
+def shown_numbers(text: str) -> list[tuple[float, float]]:
+    """(value, tolerance) of each number in `text`: half a unit of its last shown digit."""
+    out = []
+    for token in re.findall(NUMBER, text):
+        mantissa, _, exponent = token.replace(",", "").lower().partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        power = int(exponent or 0)
+        out.append((float(mantissa) * 10.0 ** power, 0.5 * 10.0 ** (power - decimals) * (1 + 1e-9)))
+    return out
+
+
+def matches(text: str, value) -> str | None:
+    """None when `text` shows `value` under the rounding rule, else why not."""
+    if isinstance(value, str):
+        return f"cites a transcript, but {text!r} shows a number" if shown_numbers(text) else None
+    values = value if isinstance(value, list) else [value]
+    shown = shown_numbers(text)
+    if len(shown) != len(values):
+        return f"{text!r} shows {len(shown)} number(s), the result has {len(values)}: {value!r}"
+    wrong = [(x, v) for (x, tolerance), v in zip(shown, values) if abs(x - v) > tolerance]
+    return None if not wrong else f"{text!r} does not round {value!r} (shown {wrong[0][0]:g}, result {wrong[0][1]!r})"
+
+
+def block_matches(block: str, recorded: str) -> bool:
+    """The block equals the recorded transcript, `...` standing for any text within a line."""
+    pattern = "".join("[^\n]*?" if part == "..." else re.escape(part) for part in re.split(r"(\.\.\.)", block))
+    return re.fullmatch(pattern, recorded.strip("\n")) is not None
+
+
+def _prose(line: str) -> str:
+    """The line without code spans and link targets (their numbers are commands, paths, anchors)."""
+    line = re.sub(r"(`+)(.+?)\1", " ", line)
+    return re.sub(r"\]\([^)]*\)", "]", line)
+
+
+def check_document(path: Path, load_family, root: Path = ROOT) -> list[Problem]:
+    name = str(path.relative_to(root))
+    problems: list[Problem] = []
+    lines = path.read_text().splitlines()
+    fence, block, block_start, last_block = None, [], 0, None  # last_block: (first line, text, closing line)
+    for number, line in enumerate(lines, 1):
+        if fence:
+            if line.startswith(fence):
+                fence, last_block = None, (block_start, "\n".join(block), number)
+                continue
+            block.append(line)
+            continue
+        opened = FENCE.match(line)
+        if opened:
+            fence, block, block_start = opened.group(1), [], number
+            continue
+        following = last_block if last_block and number == last_block[2] + 1 else None
+        cited_block = False
+        for shown, family, key in CITATION.findall(line):
+            if family == NOT_MEASURED:
+                continue
+            try:
+                figures = load_family(family)["figures"]
+            except FileNotFoundError:
+                problems.append(Problem(name, number, f"cites bench/{family}/results.json, which does not exist"))
+                continue
+            if key not in figures:
+                problems.append(Problem(name, number, f"cites {key!r}, not in bench/{family}/results.json"))
+                continue
+            value = figures[key]
+            if isinstance(value, str):
+                cited_block = True
+                if following is None:
+                    problems.append(Problem(name, number, f"cites the transcript {family}:{key} "
+                                                          "but is not the line after a code block"))
+                elif not block_matches(following[1], value):
+                    problems.append(Problem(name, following[0], f"the block differs from {family}:{key}, "
+                                                                f"which is:\n{value}"))
+                continue
+            why = matches(shown, value)
+            if why:
+                problems.append(Problem(name, number, f"{family}:{key}: {why}"))
+        if following is not None and following[1].startswith("$ ") and not cited_block:
+            problems.append(Problem(name, following[0], "a transcript of a run must be cited on the line after it"))
+        if line.lstrip().startswith("#"):
+            continue
+        for figure in FIGURE.finditer(_prose(CITATION.sub(" ", line))):
+            problems.append(Problem(name, number, f"uncited figure {figure.group(0)!r}: cite its result "
+                                                  "or mark it not measured (docs/figures.md)"))
+    return problems
+
+
+def check(root: Path = ROOT) -> list[Problem]:
+    cache: dict[str, dict] = {}
+
+    def load_family(family: str) -> dict:
+        if family not in cache:
+            cache[family] = json.loads((root / "bench" / family / "results.json").read_text())
+        return cache[family]
+
+    return [problem for path in documents(root) for problem in check_document(path, load_family, root)]
+
+
+def main() -> int:
+    problems = check()
+    for problem in problems:
+        print(problem)
+    print(f"{len(problems)} problem(s) in the figures of README.md and docs/")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
