@@ -54,14 +54,21 @@ def environment() -> dict:
             "python": platform.python_version(), **versions}
 
 
-def write_results(family: str, figures: dict, *, command: str, notes: str = "", path: Path | None = None) -> Path:
-    """Write `bench/<family>/results.json` (sorted keys, so a rerun's diff shows what changed)."""
+def write_results(family: str, figures: dict, *, command: str, notes: str = "", path: Path | None = None,
+                  converted_from: str | None = None) -> Path:
+    """Write `bench/<family>/results.json` (sorted keys, so a rerun's diff shows what changed).
+
+    `converted_from`: the figures were read from an earlier run's saved output (named here), not
+    measured now; the environment then says so and records no load average (it would be today's)."""
     for key, value in figures.items():
         if not (isinstance(value, (int, float, str)) or
                 (isinstance(value, list) and all(isinstance(v, (int, float)) for v in value))):
             raise TypeError(f"figure {key!r}: {value!r} is not a number, a list of numbers or a string")
     target = path or results_path(family)
-    record = {"family": family, "command": command, "environment": environment(),
+    env = environment()
+    if converted_from:
+        env = {"converted_from": converted_from, "converted": env["date"], "commit": env["commit"]}
+    record = {"family": family, "command": command, "environment": env,
               "figures": dict(sorted(figures.items())), "notes": notes}
     target.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     print(f"results written to {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
