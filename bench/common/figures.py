@@ -81,21 +81,39 @@ def matches(text: str, value) -> str | None:
 
 
 def block_matches(block: str, recorded: str) -> bool:
-    """The block equals the recorded transcript, `...` standing for any text within a line."""
-    pattern = "".join("[^\n]*?" if part == "..." else re.escape(part) for part in re.split(r"(\.\.\.)", block))
-    return re.fullmatch(pattern, recorded.strip("\n")) is not None
+    """The block equals the recorded transcript, `...` standing for any text within a line, and a
+    line that is only `...` for any number of whole lines."""
+    pattern = ""
+    for line in block.split("\n"):
+        if line.strip() == "...":
+            pattern += "(?:[^\n]*\n)*?"
+        else:
+            pattern += "".join("[^\n]*?" if part == "..." else re.escape(part)
+                               for part in re.split(r"(\.\.\.)", line)) + "\n"
+    return re.fullmatch(pattern, recorded.strip("\n") + "\n") is not None
 
 
-def _prose(line: str) -> str:
-    """The line without code spans and link targets (their numbers are commands, paths, anchors)."""
-    line = re.sub(r"(`+)(.+?)\1", " ", line)
-    return re.sub(r"\]\([^)]*\)", "]", line)
+def _prose_lines(lines: list[str]) -> list[str]:
+    """The lines without fenced blocks, code spans (which may run over a line break, not over a
+    blank line) and link targets: their numbers are commands, values, paths and anchors."""
+    kept, fence = [], None
+    for line in lines:
+        opened = FENCE.match(line)
+        if fence or opened:
+            fence = None if fence and line.startswith(fence) else (fence or opened.group(1))
+            kept.append("")
+            continue
+        kept.append(line)
+    text = re.sub(r"(`+)((?:(?!\n[ \t]*\n).)+?)\1", lambda m: re.sub(r"[^\n]", " ", m.group(0)), "\n".join(kept),
+                  flags=re.S)
+    return [re.sub(r"\]\([^)]*\)", "]", line) for line in text.split("\n")]
 
 
 def check_document(path: Path, load_family, root: Path = ROOT) -> list[Problem]:
     name = str(path.relative_to(root))
     problems: list[Problem] = []
     lines = path.read_text().splitlines()
+    prose = _prose_lines([CITATION.sub(" ", line) for line in lines])
     fence, block, block_start, last_block = None, [], 0, None  # last_block: (first line, text, closing line)
     for number, line in enumerate(lines, 1):
         if fence:
@@ -138,7 +156,7 @@ def check_document(path: Path, load_family, root: Path = ROOT) -> list[Problem]:
             problems.append(Problem(name, following[0], "a transcript of a run must be cited on the line after it"))
         if line.lstrip().startswith("#"):
             continue
-        for figure in FIGURE.finditer(_prose(CITATION.sub(" ", line))):
+        for figure in FIGURE.finditer(prose[number - 1]):
             problems.append(Problem(name, number, f"uncited figure {figure.group(0)!r}: cite its result "
                                                   "or mark it not measured (docs/figures.md)"))
     return problems

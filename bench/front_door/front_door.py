@@ -21,8 +21,8 @@ and the targets of issue 14 (cached run < 0.6 s, --help < 0.5 s wall on the deve
 machine, unloaded); exit 1 if one fails.
 `--record` also writes bench/front_door/results.json (docs/figures.md): the medians and
 ratios above, the machine's load average, the cache's size after one run of the default
-pipeline, and the console transcript of `trtpipe +recipe=transformer_fp16` on an empty cache
-as a terminal shows it (the `running...` lines a terminal overwrites dropped, the scratch
+pipeline, and the console transcripts of the runs in TRANSCRIPTS on an empty cache as a
+terminal shows them (the `running...` lines a terminal overwrites dropped, the scratch
 folder's path removed), which README.md and docs/how-it-works.md quote.
 Not a test: timings depend on the machine; tests/test_front_door.py checks the structure
 (no Hydra for --help, one composition per run, matplotlib only when a plot is drawn).
@@ -67,28 +67,34 @@ def timed(command: list[str], cwd: Path, env: dict) -> tuple[float, float]:
     return seconds, usage.ru_utime + usage.ru_stime
 
 
-TRANSCRIPT_COMMAND = ["+recipe=transformer_fp16"]
+# name -> (arguments, expected exit code): the README's first run and the failure docs/how-it-works.md shows
+TRANSCRIPTS = {"transformer_fp16": (["+recipe=transformer_fp16"], 0),
+               "naive_fp16_nafnet": (["+recipe=naive_fp16", "model.builtin=nafnet"], 1)}
 
 
-def transcript(work: Path, env: dict) -> str:
-    """The README's first run as a user's terminal shows it, on an empty cache of its own."""
-    folder = work / "transcript"
+def transcript(work: Path, env: dict, name: str) -> str:
+    """A run as a user's terminal shows it (stdout and stderr in order), on an empty cache of its own."""
+    arguments, expected = TRANSCRIPTS[name]
+    folder = work / f"transcript-{name}"
     folder.mkdir()
-    done = subprocess.run([sys.executable, "-m", "trtpipe", *TRANSCRIPT_COMMAND], cwd=folder, capture_output=True,
-                          text=True, timeout=600, env={**env, "TRTPIPE_CACHE": str(folder / "cache")})
-    if done.returncode != 0:
-        raise SystemExit(f"trtpipe {' '.join(TRANSCRIPT_COMMAND)} failed ({done.returncode}): {done.stderr[-500:]}")
+    done = subprocess.run([sys.executable, "-m", "trtpipe", *arguments], cwd=folder, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600,
+                          env={**env, "TRTPIPE_CACHE": str(folder / "cache")})
+    if done.returncode != expected:
+        raise SystemExit(f"trtpipe {' '.join(arguments)}: exit {done.returncode}, expected {expected}: "
+                         f"{done.stdout[-500:]}")
     lines = [line.replace(f"{folder}/", "") for line in done.stdout.splitlines() if not line.endswith("running...")]
-    return "\n".join([f"$ trtpipe {' '.join(TRANSCRIPT_COMMAND)}", *lines])
+    return "\n".join([f"$ trtpipe {' '.join(arguments)}", *lines])
 
 
 def folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
 
 
-def record(wall: dict, cpu: dict, repeat: int, run_transcript: str, cache_mb: float) -> None:
+def record(wall: dict, cpu: dict, repeat: int, transcripts: dict, cache_mb: float) -> None:
     from bench.common.results import write_results
-    figures = {"repeat": repeat, "transcript": run_transcript, "cache.mb_per_run": round(cache_mb, 3)}
+    figures = {"repeat": repeat, "cache.mb_per_run": round(cache_mb, 3),
+               **{f"transcript.{name}": text for name, text in transcripts.items()}}
     for name in wall:
         key = name.lstrip("-")
         figures[f"{key}.wall_s"] = round(wall[name], 4)
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         todo = commands(work)
         timed(todo["cached"], work, env)  # fill the cache (untimed)
         cache_mb = folder_mb(work / "cache")
-        run_transcript = transcript(work, env) if args.record else ""
+        transcripts = {name: transcript(work, env, name) for name in TRANSCRIPTS} if args.record else {}
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in todo}
         for _ in range(args.repeat):
             for name, command in todo.items():
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:10} {wall[name]:8.3f} {wall[name] / wall['floor']:8.2f} {cpu[name]:8.3f} "
               f"{cpu[name] / cpu['floor']:8.2f}  {verdict}")
     if args.record:
-        record(wall, cpu, args.repeat, run_transcript, cache_mb)
+        record(wall, cpu, args.repeat, transcripts, cache_mb)
     return 1 if failed else 0
 
 
