@@ -177,7 +177,9 @@ def record(reports: list[dict], seed: int) -> None:
     from bench.common.results import results_path, write_results
 
     path = results_path("fuzz")
-    figures = json.loads(path.read_text())["figures"] if path.exists() else {}
+    earlier = json.loads(path.read_text()) if path.exists() else {}
+    # a file converted from earlier saved figures (not a run's record) is replaced, never merged into
+    figures = {} if "converted_from" in earlier.get("environment", {}) else earlier.get("figures", {})
     for report in reports:
         run = f"runs.{report['kind']}.seed{seed}"
         figures.update({f"{run}.cases": report["cases"], f"{run}.defects": len(report["defects"]),
