@@ -1,6 +1,7 @@
 """Check the figures README.md and docs/*.md quote against the result files they cite.
 
-    python -m bench.common.figures          # list every problem; exit 1 if any
+    python -m bench.common.figures            # list every problem; exit 1 if any
+    python -m bench.common.figures --update   # first rewrite every cited number from its result
 
 The rules (docs/figures.md states them for writers; tests/test_doc_figures.py runs this):
 
@@ -162,18 +163,64 @@ def check_document(path: Path, load_family, root: Path = ROOT) -> list[Problem]:
     return problems
 
 
+def formatted(token: str, value: float) -> str:
+    """`value` written as `token` is: the same decimals, thousands separators, exponent style."""
+    mantissa, _, exponent = token.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    if exponent:
+        digits, _, power = f"{value:.{decimals}e}".partition("e")
+        return f"{digits}e{int(power)}"
+    return f"{value:,.{decimals}f}" if "," in token else f"{value:.{decimals}f}"
+
+
+def update_text(text: str, load_family) -> str:
+    """Rewrite every numeric citation's numbers from its result (`--update`): the figures are
+    regenerated, not copied by hand. Transcripts are not rewritten (a page may elide them)."""
+    def rewrite(match: re.Match) -> str:
+        shown, family, key = match.groups()
+        if family == NOT_MEASURED:
+            return match.group(0)
+        try:
+            value = load_family(family)["figures"].get(key)
+        except FileNotFoundError:
+            return match.group(0)
+        values = value if isinstance(value, list) else [value]
+        tokens = re.findall(NUMBER, shown)
+        if isinstance(value, str) or value is None or len(tokens) != len(values):
+            return match.group(0)
+        parts = iter(formatted(token, v) for token, v in zip(tokens, values))
+        return match.group(0).replace(f"[{shown}]", "[" + re.sub(NUMBER, lambda _: next(parts), shown) + "]", 1)
+
+    return CITATION.sub(rewrite, text)
+
+
 def check(root: Path = ROOT) -> list[Problem]:
+    load_family = _loader(root)
+    return [problem for path in documents(root) for problem in check_document(path, load_family, root)]
+
+
+def _loader(root: Path):
     cache: dict[str, dict] = {}
 
     def load_family(family: str) -> dict:
         if family not in cache:
             cache[family] = json.loads((root / "bench" / family / "results.json").read_text())
         return cache[family]
+    return load_family
 
-    return [problem for path in documents(root) for problem in check_document(path, load_family, root)]
 
-
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--update"]:
+        load_family = _loader(ROOT)
+        for path in documents():
+            text = path.read_text()
+            updated = update_text(text, load_family)
+            if updated != text:
+                path.write_text(updated)
+                print(f"updated {path.relative_to(ROOT)}")
+    elif argv:
+        raise SystemExit("usage: python -m bench.common.figures [--update]")
     problems = check()
     for problem in problems:
         print(problem)

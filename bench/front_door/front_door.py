@@ -87,6 +87,27 @@ def transcript(work: Path, env: dict, name: str) -> str:
     return "\n".join([f"$ trtpipe {' '.join(arguments)}", *lines])
 
 
+def table_figures(name: str, text: str) -> dict:
+    """The validation table of a transcript as figures `<name>.<candidate>.<output>.<column>`
+    (percent columns in percent), so prose can cite a value the transcript shows. The table is
+    the header line `candidate output ...` and the indented rows under it, up to a `note:` line."""
+    figures, header = {}, None
+    for line in text.splitlines():
+        cells = line.split()
+        if cells[:2] == ["candidate", "output"]:
+            header = cells
+            continue
+        if not header or not line.startswith("    ") or cells[0].endswith(":"):
+            header = None
+            continue
+        for column, cell in zip(header[2:], cells[2:]):
+            try:
+                figures[f"{name}.{cells[0]}.{cells[1]}.{column}"] = float(cell.rstrip("%"))
+            except ValueError:  # the verdict column
+                pass
+    return figures
+
+
 def folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
 
@@ -95,6 +116,8 @@ def record(wall: dict, cpu: dict, repeat: int, transcripts: dict, cache_mb: floa
     from bench.common.results import write_results
     figures = {"repeat": repeat, "cache.mb_per_run": round(cache_mb, 3),
                **{f"transcript.{name}": text for name, text in transcripts.items()}}
+    for name, text in transcripts.items():
+        figures.update(table_figures(name, text))
     for name in wall:
         key = name.lstrip("-")
         figures[f"{key}.wall_s"] = round(wall[name], 4)
