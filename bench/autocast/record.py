@@ -98,7 +98,7 @@ def record(printed: str, command: str, notes: str = "", converted_from: str | No
     from bench.common.results import write_results
 
     write_results("autocast", figures_from_report(printed), command=command, notes=notes,
-                  converted_from=converted_from)
+                  converted_from=converted_from, owns=lambda key: not key.startswith("whole_path."))
 
 
 def main(argv: list[str] | None = None) -> int:

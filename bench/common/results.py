@@ -55,16 +55,23 @@ def environment() -> dict:
 
 
 def write_results(family: str, figures: dict, *, command: str, notes: str = "", path: Path | None = None,
-                  converted_from: str | None = None) -> Path:
+                  converted_from: str | None = None, owns=None) -> Path:
     """Write `bench/<family>/results.json` (sorted keys, so a rerun's diff shows what changed).
 
     `converted_from`: the figures were read from an earlier run's saved output (named here), not
-    measured now; the environment then says so and records no load average (it would be today's)."""
+    measured now; the environment then says so and records no load average (it would be today's).
+    `owns(key)`: when given, this writer replaces only the keys it owns and keeps the file's others
+    (two commands of one family share its file: bench.autocast and bench.autocast.whole_path; the
+    environment, command and notes are the latest writer's, so a writer that shares the file
+    records its own date and load among its figures)."""
     for key, value in figures.items():
         if not (isinstance(value, (int, float, str)) or
                 (isinstance(value, list) and all(isinstance(v, (int, float)) for v in value))):
             raise TypeError(f"figure {key!r}: {value!r} is not a number, a list of numbers or a string")
     target = path or results_path(family)
+    if owns is not None and target.exists():
+        earlier = json.loads(target.read_text())
+        figures = {**{k: v for k, v in earlier["figures"].items() if not owns(k)}, **figures}
     env = environment()
     if converted_from:
         env = {"converted_from": converted_from, "converted": env["date"], "commit": env["commit"]}
