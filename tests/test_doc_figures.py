@@ -110,3 +110,10 @@ def test_the_checker_command_reports_nothing_on_the_repository():
                           timeout=120)
     assert done.returncode == 0, done.stdout
     assert done.stdout.strip().endswith("0 problem(s) in the figures of README.md and docs/")
+
+
+def test_numbers_in_code_are_not_figures_but_a_run_at_the_end_of_a_page_must_be_cited(copy):
+    page = copy / "docs" / "gpu.md"
+    page.write_text(page.read_text() + "\n- a list item:\n\n  ```\n  took 0.59 s\n  ```\n\n```\n$ trtpipe\nran 0.5 s\n```\n")
+    assert [(p.path, p.text) for p in check(copy)] == [
+        ("docs/gpu.md", "a transcript of a run must be cited on the line after it")]

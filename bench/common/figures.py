@@ -40,7 +40,7 @@ UNITS = r"(?:µs|ms|s|KB|kB|MB|GB|TB|KiB|MiB|GiB|%|×|x|dB)"
 NUMBER = r"\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
 FIGURE = re.compile(rf"(?<![\w.^/#-])({NUMBER}(?:\s?[-–]\s?{NUMBER})?)\s?{UNITS}(?![\w])")
 CITATION = re.compile(r'\[([^\]\n]+)\]\((?:docs/)?figures\.md#([\w-]+)\s+"([^"\n]+)"\)')
-FENCE = re.compile(r"^(```+|~~~+)")
+FENCE = re.compile(r"^\s*(```+|~~~+)")  # indented too: a block inside a list item
 
 
 def documents(root: Path = ROOT) -> list[Path]:
@@ -101,7 +101,7 @@ def _prose_lines(lines: list[str]) -> list[str]:
     for line in lines:
         opened = FENCE.match(line)
         if fence or opened:
-            fence = None if fence and line.startswith(fence) else (fence or opened.group(1))
+            fence = None if fence and line.lstrip().startswith(fence) else (fence or opened.group(1))
             kept.append("")
             continue
         kept.append(line)
@@ -118,7 +118,7 @@ def check_document(path: Path, load_family, root: Path = ROOT) -> list[Problem]:
     fence, block, block_start, last_block = None, [], 0, None  # last_block: (first line, text, closing line)
     for number, line in enumerate(lines, 1):
         if fence:
-            if line.startswith(fence):
+            if line.lstrip().startswith(fence):
                 fence, last_block = None, (block_start, "\n".join(block), number)
                 continue
             block.append(line)
@@ -160,6 +160,8 @@ def check_document(path: Path, load_family, root: Path = ROOT) -> list[Problem]:
         for figure in FIGURE.finditer(prose[number - 1]):
             problems.append(Problem(name, number, f"uncited figure {figure.group(0)!r}: cite its result "
                                                   "or mark it not measured (docs/figures.md)"))
+    if last_block and last_block[2] == len(lines) and last_block[1].startswith("$ "):
+        problems.append(Problem(name, last_block[0], "a transcript of a run must be cited on the line after it"))
     return problems
 
 
