@@ -5,6 +5,7 @@ The rules are docs/figures.md's; bench/common/figures.py applies them."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -52,14 +53,21 @@ def test_a_rerun_that_changes_a_result_fails_until_the_page_follows(copy):
     path = copy / "bench" / "front_door" / "results.json"
     record = json.loads(path.read_text())
     record["figures"]["cached.wall_s"] = 0.59  # the cached run the README once quoted
+    transcript = record["figures"]["transcript.transformer_fp16"]
+    sanitize = re.search(r"  sanitize +ran +([\d.]+)s  152 -> 120 nodes", transcript).group(1)
+    record["figures"]["transcript.transformer_fp16"] = transcript.replace(
+        f"{sanitize}s  152 -> 120 nodes, 32 folded", "9.87s  152 -> 119 nodes, 33 folded")
     path.write_text(json.dumps(record))
     problems = [str(p) for p in check(copy)]
-    assert problems and all("cached.wall_s" in p for p in problems)
+    assert len(problems) == 4, problems  # README: the figure and the transcript; how-it-works: the transcript; cache.md
+    assert all("cached.wall_s" in p or "transcript.transformer_fp16" in p for p in problems)
     for page in [copy / "README.md", *(copy / "docs").glob("*.md")]:  # --update rewrites the numbers
         page.write_text(update_text(page.read_text(), lambda family: json.loads(
             (copy / "bench" / family / "results.json").read_text())))
     assert not check(copy)
-    assert '[0.6 s](docs/figures.md#front_door "cached.wall_s")' in (copy / "README.md").read_text()  # 1 decimal, as shown
+    readme = (copy / "README.md").read_text()
+    assert '[0.6 s](docs/figures.md#front_door "cached.wall_s")' in readme  # 1 decimal, as shown
+    assert "sanitize        ran        9.87s  152 -> 119 nodes, 33 folded  (...)" in readme  # its elision kept
 
 
 def test_an_uncited_figure_fails_and_a_marked_one_passes(copy):

@@ -84,14 +84,7 @@ def matches(text: str, value) -> str | None:
 def block_matches(block: str, recorded: str) -> bool:
     """The block equals the recorded transcript, `...` standing for any text within a line, and a
     line that is only `...` for any number of whole lines."""
-    pattern = ""
-    for line in block.split("\n"):
-        if line.strip() == "...":
-            pattern += "(?:[^\n]*\n)*?"
-        else:
-            pattern += "".join("[^\n]*?" if part == "..." else re.escape(part)
-                               for part in re.split(r"(\.\.\.)", line)) + "\n"
-    return re.fullmatch(pattern, recorded.strip("\n") + "\n") is not None
+    return re.fullmatch(_block_regex(block, numbers_free=False), recorded.strip("\n") + "\n") is not None
 
 
 def _prose_lines(lines: list[str]) -> list[str]:
@@ -175,9 +168,70 @@ def formatted(token: str, value: float) -> str:
     return f"{value:,.{decimals}f}" if "," in token else f"{value:.{decimals}f}"
 
 
+def _block_regex(block: str, numbers_free: bool) -> str:
+    """The block as a pattern: `...` any text within a line, a line of only `...` any lines; with
+    `numbers_free`, every number of the block matches any number, and each run of literal text is
+    a group (so a new recording can be written in the block's shape)."""
+    def literal(part: str) -> str:
+        if not numbers_free:
+            return re.escape(part)
+        pieces = re.split(r"(\d+(?:\.\d+)?)", part)
+        return "(" + "".join(r"\d+(?:\.\d+)?" if i % 2 else re.escape(piece) for i, piece in enumerate(pieces)) + ")"
+
+    pattern = ""
+    for line in block.split("\n"):
+        if line.strip() == "...":
+            pattern += "(?:[^\n]*\n)*?"
+        else:
+            pattern += "".join("[^\n]*?" if part == "..." else literal(part) for part in re.split(r"(\.\.\.)", line)
+                               if part) + "\n"
+    return pattern
+
+
+def rewritten_block(block: str, recorded: str) -> str | None:
+    """The block in its shape (the same lines elided, the same `...`) with the recording's text, or
+    None when the recording no longer has that shape (then the page needs a hand edit)."""
+    found = re.fullmatch(_block_regex(block, numbers_free=True), recorded.strip("\n") + "\n")
+    if not found:
+        return None
+    groups = iter(found.groups())
+    out = []
+    for line in block.split("\n"):
+        if line.strip() == "...":
+            out.append(line)
+        else:
+            out.append("".join("..." if part == "..." else next(groups) for part in re.split(r"(\.\.\.)", line) if part))
+    return "\n".join(out)
+
+
+def update_transcripts(text: str, load_family) -> str:
+    """Rewrite each cited transcript block from its recording, keeping the page's elisions."""
+    lines = text.split("\n")
+    fence, start = None, 0
+    for number, line in enumerate(lines):
+        if fence:
+            if line.lstrip().startswith(fence):
+                fence = None
+                citation = CITATION.search(lines[number + 1]) if number + 1 < len(lines) else None
+                if citation and citation.group(2) != NOT_MEASURED:
+                    try:
+                        value = load_family(citation.group(2))["figures"].get(citation.group(3))
+                    except FileNotFoundError:
+                        value = None
+                    block = "\n".join(lines[start + 1:number])
+                    new = rewritten_block(block, value) if isinstance(value, str) else None
+                    if new is not None:
+                        lines[start + 1:number] = new.split("\n")
+            continue
+        opened = FENCE.match(line)
+        if opened:
+            fence, start = opened.group(1), number
+    return "\n".join(lines)
+
+
 def update_text(text: str, load_family) -> str:
     """Rewrite every numeric citation's numbers from its result (`--update`): the figures are
-    regenerated, not copied by hand. Transcripts are not rewritten (a page may elide them)."""
+    regenerated, not copied by hand; then the cited transcripts (`update_transcripts`)."""
     def rewrite(match: re.Match) -> str:
         shown, family, key = match.groups()
         if family == NOT_MEASURED:
@@ -193,7 +247,7 @@ def update_text(text: str, load_family) -> str:
         parts = iter(formatted(token, v) for token, v in zip(tokens, values))
         return match.group(0).replace(f"[{shown}]", "[" + re.sub(NUMBER, lambda _: next(parts), shown) + "]", 1)
 
-    return CITATION.sub(rewrite, text)
+    return update_transcripts(CITATION.sub(rewrite, text), load_family)
 
 
 def check(root: Path = ROOT) -> list[Problem]:
