@@ -112,6 +112,14 @@ PASTE = {
         Paste(("stages=[sanitize]", "precision.default=fp61")),
     "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
         Paste((NO_BUILD[:-1] + ",build]", "build.on_missing=eror")),
+    "trtpipe/config/build_schema.py:checked_rtx_target: build.rtx.target_sm is {}, not an RTX architecture "
+    "TensorRT-RTX builds for":
+        Paste(("stages=[sanitize]", "build.rtx.target_sm=sm90")),
+    "trtpipe/trt/rtx/options.py:provider_options: {} is strongly typed only; build.precision_mode={} is TensorRT "
+    "10.x's":
+        Paste((NO_BUILD[:-1] + ",build]", "build.backend=tensorrt_rtx", "build.precision_mode=constraints")),
+    "trtpipe/trt/rtx/options.py:provider_options: build.{}={} has no TensorRT-RTX EP option ({})":
+        Paste((NO_BUILD[:-1] + ",build]", "build.backend=tensorrt_rtx", "build.tf32=true")),
     "trtpipe/graph/promote.py:_check_choice: promote_outputs.{} is {}":
         Paste((NO_BUILD[:-1] + ",promote_outputs]", "promote_outputs.tensors=[nope]", "promote_outputs.match=regx")),
 }
@@ -136,6 +144,8 @@ PROSE = {
         DATA_FILE,
     'trtpipe/api.py:_refuse_hydra_overrides: override {}: {} is a Hydra setting the Python API does not use': API_ONLY,
     'trtpipe/config/build_schema.py:_bytes: {} is {}': USER_VALUE,
+    'trtpipe/trt/rtx/options.py:provider_options: {} builds one optimization profile, build.profiles has {}':
+        USER_VALUE,
     'trtpipe/config/build_schema.py:check_optimization_level: build.builder_optimization_level is {}': CHOICE,
     'trtpipe/config/build_schema.py:check_plugins: build.plugins is {}': USER_VALUE,
     'trtpipe/config/build_schema.py:memory_pool_bytes: build.memory_pool_limits names the pool {}': CHOICE,
@@ -254,6 +264,8 @@ PROSE = {
     "trtpipe/search/fp32_set.py:split_plan: the precision decisions do not match the model's nodes ({} node(s) without a decision)": CHOICE,
     "trtpipe/stages/__init__.py:stage_class: 'stages' lists '{}', which is not a trtpipe stage": CHOICE,
     'trtpipe/stages/build.py:_deferred: build: no engine can be built here: {} (build.on_missing=error demands one). Fix: {}': TENSORRT,
+    'trtpipe/stages/build_rtx.py:_deferred: build: no TensorRT-RTX engine can be built here: {} '
+    '(build.on_missing=error demands one). Fix: {}': TENSORRT,
     'trtpipe/stages/build.py:run: <constraints_unavailable(environment.tensorrt)>': TENSORRT,
     'trtpipe/trt/builder.py:_pool: build.memory_pool_limits names the pool {}': TENSORRT,
     'trtpipe/trt/builder.py:build_engine: <constraints_unavailable(trt.__version__)>': TENSORRT,

@@ -20,7 +20,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.rtx import check, parser_log, plan_compare, wheel
+from bench.rtx import check, wheel
+from trtpipe.trt.rtx import parser_log, plan_compare
 
 pytestmark = [pytest.mark.rtx, pytest.mark.slow]
 
@@ -121,3 +122,114 @@ def test_a_refused_model_is_reported_with_who_refused_it_and_why(tmp_path, graph
     assert result.verdict == verdict, result.reason
     assert all(w in result.reason for w in words), result.reason
     assert not result.as_planned
+
+
+# --- trtpipe's own tensorrt_rtx backend (issue 23, items 3 and 4), through the real command line ---
+
+def _trtpipe(work: Path, run: str, *overrides: str, sandboxed: bool, oracle: dict | None = None):
+    """`python -m trtpipe` from `work`; sandboxed: in the fake-GPU namespace with the stand-in
+    driver libraries preloaded (the only fakes; trtpipe's backend is the product's, unchanged)."""
+    from bench.rtx import sandbox, standins
+
+    env = dict(os.environ, TRTPIPE_CACHE=str(work / "cache"), TRTPIPE_RTX_HOME=str(wheel.home()),
+               PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+    command = [sys.executable, "-m", "trtpipe", *overrides, f"hydra.run.dir={work / run}"]
+    if sandboxed:
+        env["LD_PRELOAD"] = standins.preload(oracle["standins"])
+        command = sandbox.wrap(command, oracle["fake_drm"])
+    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def backend_run(tmp_path_factory):
+    """transformer_fp16 built by `trtpipe ... build.backend=tensorrt_rtx` in the sandbox."""
+    _require_oracle()
+    work = tmp_path_factory.mktemp("rtx-backend")
+    oracle = check.prepare(work / "oracle")
+    done = _trtpipe(work, "run", "+recipe=transformer_fp16", "stages=[sanitize,upgrade_opset,precision,build]",
+                    "build.backend=tensorrt_rtx", "build.rtx.target_sm=sm89", sandboxed=True, oracle=oracle)
+    return done, work / "run"
+
+
+def test_trtpipe_builds_a_real_epcontext_engine_for_sm89_and_audits_the_parser_s_types(backend_run):
+    done, run = backend_run
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    build = next(s for s in json.loads((run / "manifest.json").read_text())["stages"] if s["name"] == "build")
+    assert build["status"] == "ran" and build["outputs"]["engine"]["path"] == "build/model_ctx.onnx"
+    engine = onnx.load(str(run / "build" / "model_ctx.onnx"))
+    assert [n.op_type for n in engine.graph.node] == ["EPContext"]  # the whole graph, the engine embedded
+    attributes = {a.name: a for a in engine.graph.node[0].attribute}
+    assert attributes["embed_mode"].i == 1 and len(attributes["ep_cache_context"].s) > 100_000
+    log = (run / "build" / "build.log").read_text()
+    assert "legacy CPU-only mode" in log and "TensorRT-RTX 1.7.1 (EP 0.5.0) for sm89" in done.stdout + done.stderr
+    audit = json.loads((run / "build" / "precision_audit.json").read_text())
+    plan = json.loads((run / "precision" / "precision_plan.json").read_text())
+    fp32 = [n["name"] for n in plan["nodes"] if n["precision"] == "fp32"]
+    assert [row["node"] for row in audit["rows"]] == fp32 and len(fp32) >= 10
+    assert audit["environment"] == {"backend": "tensorrt_rtx", "ep": "0.5.0", "tensorrt_rtx": "1.7.1",
+                                    "target_sm": "sm89", "device_visible": True}
+    parsed = parser_log.read(log).nodes
+    for row in audit["rows"]:  # the parser's own types, as logged, for every input and output
+        assert row["verdict"] == "ok", row
+        assert row["inputs"] == [list(t) for t in parsed[row["node"]].inputs] and row["outputs"]
+        assert {t for _, t in row["outputs"]} == {"FLOAT"}
+    assert audit["violations"] == [] and audit["totals"]["ok"] == len(fp32)
+
+
+def test_the_audit_flags_a_node_the_parser_typed_other_than_the_plan(backend_run):
+    """The same real log against a plan that claims an FP16 MatMul is FP32: that node is a violation."""
+    from trtpipe.trt.rtx.audit import parser_audit
+
+    _, run = backend_run
+    plan = json.loads((run / "precision" / "precision_plan.json").read_text())
+    matmul = next(n for n in plan["nodes"] if n["op_type"] == "MatMul" and n["precision"] == "fp16")
+    matmul["precision"] = "fp32"
+    model = onnx.load(str(run / "precision" / "model.onnx"), load_external_data=False)
+    audit = parser_audit(plan, model, parser_log.read((run / "build" / "build.log").read_text()), {})
+    assert audit["violations"] == [matmul["name"]]
+    row = next(r for r in audit["rows"] if r["node"] == matmul["name"])
+    assert "parsed HALF, expected FLOAT" in row["evidence"] and {t for _, t in row["outputs"]} == {"HALF"}
+
+
+def test_without_the_sandbox_the_installed_ep_does_not_load_and_the_build_is_deferred_in_one_line(tmp_path):
+    """The real EP on this machine as it is (no NVIDIA driver, no GPU): deferred, with the loader's reason;
+    then the deferred run's build/build_on_gpu.py, run where the EP sees a device (the sandbox), finishes it."""
+    from bench.rtx import sandbox, standins
+
+    _require_oracle()
+    done = _trtpipe(tmp_path, "run", "+recipe=transformer_fp16", "stages=[sanitize,upgrade_opset,precision,build]",
+                    "build.backend=tensorrt_rtx", sandboxed=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(ln for ln in (done.stdout + done.stderr).splitlines() if "DEFERRED" in ln)
+    assert "no TensorRT-RTX engine built: the TensorRT-RTX execution provider does not load here" in line
+    assert ".so" in line and "To finish on a machine with an RTX GPU" in line and "libcudart.so.12" in line
+    assert not (tmp_path / "run" / "build" / "model_ctx.onnx").exists()
+    oracle = check.prepare(tmp_path / "oracle")
+    env = dict(os.environ, TRTPIPE_RTX_HOME=str(wheel.home()), LD_PRELOAD=standins.preload(oracle["standins"]),
+               PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+    script = [sys.executable, str(tmp_path / "run" / "build" / "build_on_gpu.py")]
+    finished = subprocess.run(sandbox.wrap(script, oracle["fake_drm"]), env=env, capture_output=True, text=True,
+                              timeout=600)
+    assert finished.returncode == 0, finished.stdout + finished.stderr[-2000:]
+    assert "build: ran  TensorRT-RTX 1.7.1 (EP 0.5.0) for sm89: EPContext model" in finished.stdout
+    built = tmp_path / "run" / "build" / "gpu_build"
+    assert [n.op_type for n in onnx.load(str(built / "model_ctx.onnx")).graph.node] == ["EPContext"]
+    assert json.loads((built / "precision_audit.json").read_text())["totals"]["ok"] >= 10
+
+
+def test_validate_hands_the_epcontext_engine_to_the_ep_which_needs_a_real_driver_to_run_it(tmp_path):
+    """validate's EPContext runner, as far as it can go here: in the sandbox it registers the EP,
+    picks its device and ONNX Runtime asks the EP for a provider, which calls the (stand-in) driver;
+    the stand-in answers "no device", so the run fails (exit 1) in one line naming that, no
+    traceback. No engine runs: that needs a real RTX GPU."""
+    _require_oracle()
+    oracle = check.prepare(tmp_path / "oracle")
+    done = _trtpipe(tmp_path, "run", "+recipe=transformer_fp16", "build.backend=tensorrt_rtx",
+                    sandboxed=True, oracle=oracle)
+    stages = {s["name"]: s for s in json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]}
+    assert done.returncode == 1 and stages["build"]["status"] == "ran", done.stdout + done.stderr[-2000:]
+    assert stages["validate"]["status"] == "failed"
+    assert stages["validate"]["error"].startswith("validate: the TensorRT-RTX EP listed a device but could not run "
+                                                  "the EPContext engine model_ctx.onnx")
+    assert "stand-in CUDA driver (bench/rtx): no device" in stages["validate"]["error"]
+    assert "traceback" not in done.stdout + done.stderr

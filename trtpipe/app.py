@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from trtpipe.errors import EXIT_FAILED, EXIT_OK, UserError
+from trtpipe.errors import EXIT_FAILED, EXIT_OK, OutOfMemory, UserError, is_out_of_memory
 from trtpipe.runner.manifest import MANIFEST_NAME
 
 log = logging.getLogger("trtpipe")
@@ -44,6 +44,11 @@ def run_from_config(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: 
         log.info("trtpipe: FAILED (exit %d); manifest: %s", failed.result.exit_code, run_dir / MANIFEST_NAME)
         return failed.result.exit_code, failed.result, str(failed)
     except Exception as error:  # a defect in trtpipe: one line on the console, the traceback in the log
+        if is_out_of_memory(error):  # e.g. a library that cannot be mapped at import: the machine's limit
+            log.debug("out of memory", exc_info=True)
+            failure = OutOfMemory("starting the run", error)
+            log.error("trtpipe: error: %s", failure)
+            return failure.exit_code, None, str(failure)
         if debug_enabled(cfg):
             raise
         log.debug("unexpected error", exc_info=True)

@@ -8,6 +8,9 @@ Python API raise them and the command line map them to exit codes in one place.
 
 from __future__ import annotations
 
+import errno
+import re
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
@@ -53,3 +56,39 @@ class TrtpipeGraphError(RuntimeError):
     nothing about it, so it is a trtpipe defect (exit 1, traceback in trtpipe.log). Its own type
     and message keep the console from reading as if the user's model were invalid.
     """
+
+
+# What the machine says when memory runs out, in the exception types and texts trtpipe meets:
+# MemoryError (NumPy, protobuf), ENOMEM, a shared library that cannot be mapped at import
+# ("failed to map segment from shared object"), ONNX Runtime's allocation and thread-start
+# failures ("Failed to allocate memory", std::bad_alloc, "pthread_create failed ... Cannot
+# allocate memory"). Measured under `ulimit -v` (bench/fuzz `memory_limit`).
+_OUT_OF_MEMORY_TEXT = re.compile(
+    r"Failed to allocate memory|bad_alloc|[Oo]ut of memory|Cannot allocate memory|failed to map segment")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, MemoryError):
+        return True
+    if isinstance(error, OSError) and error.errno == errno.ENOMEM:
+        return True
+    return bool(_OUT_OF_MEMORY_TEXT.search(str(error)))
+
+
+class OutOfMemory(UserError):
+    """The machine's (or the process's) memory ran out.
+
+    Decision: the machine's limit is neither the model's defect nor trtpipe's: exit 2 with one
+    line and the fix, wherever it happens (a stage, an import, a graph pass). A pass that runs
+    out of memory is never silently undone: its output would differ from what the same key
+    gives on a machine with more memory."""
+
+    def __init__(self, doing: str, error: BaseException) -> None:
+        # The line that says it (NumPy's ImportError puts it under a page of advice), cut short.
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        said = [line for line in lines if _OUT_OF_MEMORY_TEXT.search(line)]
+        reason = " ".join((said or lines or [type(error).__name__])[0].split())[:300]
+        super().__init__(
+            f"out of memory while {doing} ({type(error).__name__}: {reason})",
+            "free memory or raise this process's memory limit (ulimit -v), or use fewer or smaller sample "
+            "inputs: data.iterations=1, smaller dynamic sizes in data.inputs.<input>.shape")

@@ -15,11 +15,13 @@ The rules (docs/figures.md states them for writers; tests/test_doc_figures.py ru
    `1.81-2.23 s`) cites a list of as many numbers, in order.
 2. A console transcript is a fenced block followed, on the next line, by a citation whose text
    has no number and whose value is a string: the block must equal it, where `...` in the
-   block stands for any text within a line (the docs elide long lines).
+   block stands for any text within a line and a line of only `...` for any lines (the docs
+   elide long output).
 3. Outside code (fenced blocks, `code spans`), link targets and headings, every number
    followed by a unit (UNITS below: s, ms, MB, GB, GiB, %, x, ...; ranges like 2-3 s count
-   once) must be a citation (rule 1) or be marked as not measured: a link to
-   figures.md#not-measured whose title says what it is (a default, a limit, a target).
+   once; a number glued to a word or a hyphen, as in SHA-256s or fp16x, is part of a name)
+   must be a citation (rule 1) or be marked as not measured: a link to figures.md#not-measured
+   whose title says what it is (a default, a limit, a target).
    Fenced blocks starting with `$ ` (a transcript of a run) must be cited (rule 2).
 Why links: they render as ordinary links (the title shows the key on hover, the target
 explains where the figure comes from), on GitHub and in MkDocs alike; an HTML comment

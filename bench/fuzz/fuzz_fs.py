@@ -372,3 +372,45 @@ def model_swap(ctx: Context) -> None:
     output = ctx.run_dir("again") / "sanitize" / "model.onnx"
     if again.code == 0 and "Sigmoid" in fm.op_types(output):
         ctx.check(f"model B's graph was served from the cache for model A ({swaps[0]} swaps from {delay:.2f} s)")
+
+
+def data_swap(ctx: Context) -> None:
+    """The sample data is replaced at a random moment of a run (or flaps between A and B every 50 ms):
+    data B's values overflow FP16 where A's do not, so its evidence gives another plan. A's cached
+    precision entry must be A's own plan (the one a fresh cache computes), never B's."""
+    import numpy as np
+
+    a = fm.sample_data(ctx.outside / "a.npz", ctx.model.width, ctx.rng.randrange(1000))
+    b = ctx.outside / "b.npz"
+    np.savez(b, x=(np.load(a)["x"] * 1e5).astype(np.float32))
+    live = ctx.outside / "inputs.npz"
+    shutil.copy(a, live)
+    flapping = ctx.rng.random() < 0.5
+    delay, swaps = (ctx.rng.uniform(0.0, 1.0) if flapping else ctx.rng.uniform(0.2, 2.0)), [0]
+    started = fr.time.perf_counter()
+
+    def swap(process) -> None:
+        if fr.time.perf_counter() - started > delay and (flapping or not swaps[0]):
+            shutil.copy(b if swaps[0] % 2 == 0 else a, ctx.outside / "next.npz")
+            os.replace(ctx.outside / "next.npz", live)
+            swaps[0] += 1
+    stages = "stages=[sanitize,precision]"
+    first = ctx.run(f"data.path={live}", stages, watch=swap)
+    if first.code not in (0, 2):
+        ctx.check(f"exit {first.code} when the data was replaced during the run: {first.lines()[-1:]}")
+    shutil.copy(a, ctx.outside / "next.npz")
+    os.replace(ctx.outside / "next.npz", live)  # A again, at the same path: the same key as A's first run
+    again = ctx.run(f"data.path={live}", stages, name="again")
+    truth = fr.run_cli(ctx.workdir, [f"model.path={ctx.model.path}", f"data.path={live}", stages,
+                                     f"hydra.run.dir={ctx.run_dir('truth')}"], ctx.workdir / "fresh-cache")
+    ctx.check(fr.success(again), fr.success(truth))
+    plans = [ctx.run_dir(name) / "precision" / "precision_plan.json" for name in ("again", "truth")]
+    if all(p.is_file() for p in plans) and _plan_nodes(plans[0]) != _plan_nodes(plans[1]):
+        ctx.check(f"data B's precision plan was served from the cache for data A ({swaps[0]} swaps from {delay:.2f} s)")
+    shutil.rmtree(ctx.workdir / "fresh-cache", ignore_errors=True)
+
+
+def _plan_nodes(path: Path) -> object:
+    import json
+
+    return [(node["name"], node["precision"]) for node in json.loads(path.read_text())["nodes"]]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.fuzz import fuzz_cachefs as fc
 from bench.fuzz import fuzz_fs as ff
+from bench.fuzz import fuzz_limits as fl
 from bench.fuzz import fuzz_models as fm
 from bench.fuzz import fuzz_sweep as fsw
 from bench.fuzz.fuzz_runs import Defect
@@ -28,7 +29,7 @@ FS = {f.__name__: f for f in (
     ff.ext_negative_offset, ff.ext_negative_length, ff.ext_short_length, ff.ext_past_end, ff.ext_not_a_number,
     ff.ext_location_model, ff.ext_empty_location,
     ff.data_directory, ff.data_fifo, ff.data_dev_zero, ff.data_link_valid, ff.data_nonfinite,
-    ff.rundir_edit, ff.rundir_failed_rerun, ff.perms_private, ff.model_swap,
+    ff.rundir_edit, ff.rundir_failed_rerun, ff.perms_private, ff.model_swap, ff.data_swap, fl.memory_limit,
     fc.cache_stage_link, fc.cache_entry_link, fc.cache_lock_link, fc.cache_lock_loop, fc.cache_memo_link,
     fc.cache_memo_loop, fc.cache_index_link, fc.cache_tmp_link, fc.cache_other_user, fc.cache_marker_private)}
 SWEEP = ("sweep_user_error", "sweep_basic_user_error", "sweep_failed", "sweep_killed", "sweep_sigint",
@@ -43,7 +44,7 @@ ITEMS = {
     "ext_negative_length": "10", "ext_short_length": "10", "ext_past_end": "10", "ext_not_a_number": "10",
     "ext_location_model": "10", "ext_empty_location": "10, 16", "data_directory": "16", "data_fifo": "16",
     "data_dev_zero": "16", "data_link_valid": "control", "data_nonfinite": "5", "rundir_edit": "6", "rundir_failed_rerun": "7",
-    "perms_private": "8", "model_swap": "3", "cache_stage_link": "2", "cache_entry_link": "2",
+    "perms_private": "8", "model_swap": "3", "data_swap": "3 (the sample data)", "memory_limit": "11", "cache_stage_link": "2", "cache_entry_link": "2",
     "cache_lock_link": "2, 9", "cache_lock_loop": "9", "cache_memo_link": "2, 9", "cache_memo_loop": "9",
     "cache_index_link": "2, 9", "cache_tmp_link": "2", "cache_other_user": "9", "cache_marker_private": "9, 16",
     "sweep_user_error": "4", "sweep_basic_user_error": "4", "sweep_failed": "4", "sweep_killed": "12",

@@ -7,8 +7,8 @@ Per shipped recipe, on its built-in model: trtpipe's CLI runs sanitize -> upgrad
 precision; a child process (bench/rtx/compile_one.py, in bench/rtx/sandbox.py's fake-GPU
 namespace with bench/rtx/standins.py's stand-in CUDA libraries) compiles
 precision/model.onnx with the EP; the parent reads the parser's per-node types from the
-captured log (bench/rtx/parser_log.py) and compares them with precision_plan.json
-(bench/rtx/plan_compare.py). Prints per model: built / refused (the parser's reason),
+captured log (trtpipe/trt/rtx/parser_log.py) and compares them with precision_plan.json
+(trtpipe/trt/rtx/plan_compare.py). Prints per model: built / refused (the parser's reason),
 engine generation and compile seconds, "N/N node types as planned"; last line
 `rtx: P/N models built, types as planned`. Exit 0 when every model built with every
 node as planned, 1 otherwise, 2 when the oracle cannot run (no wheel, no root, no gcc).
@@ -27,11 +27,12 @@ from pathlib import Path
 
 import onnx
 
-from bench.rtx import parser_log, plan_compare, sandbox, standins, wheel
+from bench.rtx import sandbox, standins, wheel
+from trtpipe.config.build_schema import RTX_TARGET_SMS as TARGETS  # what the EP's nv_target_sm accepts
+from trtpipe.trt.rtx import parser_log, plan_compare
 
 REPO = Path(__file__).resolve().parents[2]
 STAGES = "stages=[sanitize,upgrade_opset,precision]"
-TARGETS = ("sm86", "sm89", "sm120", "sm121")   # what the EP's nv_target_sm accepts
 
 
 @dataclass

@@ -3,10 +3,11 @@
     python -m bench.rtx.compile_one MODEL OUT --target sm89 --standins DIR --wheel-home DIR
 
 Runs inside bench/rtx/sandbox.py's namespace (the fake GPU) with the stand-in CUDA
-libraries (bench/rtx/standins.py) loaded first. Registers the plugin, compiles with
-`onnxruntime.ModelCompiler` (provider options nv_target_sm, nv_detailed_build_log=1;
-session option session.disable_cpu_ep_fallback=1, so a node the EP refuses fails the
-compile instead of silently running on the CPU) and prints one JSON line on stdout:
+libraries (bench/rtx/standins.py) loaded first, then compiles with the same code as
+trtpipe's tensorrt_rtx backend (trtpipe/trt/rtx/child.py: `onnxruntime.ModelCompiler`,
+provider options nv_target_sm, nv_detailed_build_log=1; session option
+session.disable_cpu_ep_fallback=1, so a node the EP refuses fails the compile instead of
+silently running on the CPU) and prints one JSON line on stdout:
 {"ok", "seconds", "error", "out_bytes"}. The EP's log (the parser's per-node lines, the
 builder's timings) goes to stderr, which the parent captures.
 """
@@ -15,46 +16,29 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import sys
-import time
 from pathlib import Path
 
 from bench.rtx.standins import STAND_INS
-from bench.rtx.wheel import PACKAGE
-
-REGISTERED_NAME = "NvTensorRTRTXExecutionProvider"
+from trtpipe.trt.rtx.plugin import HOME_VARIABLE
 
 
-def _load(standins: Path, wheel_home: Path):
+def compile_model(model: Path, out: Path, target: str, standins: Path, wheel_home: Path) -> dict:
+    """The product's own compile (trtpipe.trt.rtx.child), after the stand-ins are loaded."""
     # The stand-ins are loaded first, by path and globally: the plugin's DT_NEEDED
     # (libcudart.so.12, libcuda.so.1, libnvidia-ml.so.1) then resolve to them by soname.
     for s in STAND_INS:
         ctypes.CDLL(str(standins / s.soname), mode=ctypes.RTLD_GLOBAL)
-    sys.path.insert(0, str(wheel_home))
-    import onnxruntime as ort
-    plugin = __import__(PACKAGE)  # preloads the bundled TensorRT-RTX libraries
-    ort.set_default_logger_severity(2)  # the detailed build log arrives as warnings
-    ort.register_execution_provider_library(REGISTERED_NAME, plugin.get_library_path())
-    return ort
+    os.environ[HOME_VARIABLE] = str(wheel_home)
+    from trtpipe.trt.rtx.child import compile_model as compile_with_ep
 
-
-def compile_model(model: Path, out: Path, target: str, standins: Path, wheel_home: Path) -> dict:
-    ort = _load(standins, wheel_home)
-    gpus = [d for d in ort.get_ep_devices()
-            if d.ep_name != "CPUExecutionProvider" and d.device.type == ort.OrtHardwareDeviceType.GPU]
-    if not gpus:
-        return {"ok": False, "seconds": 0.0, "error": "the EP lists no GPU device (fake device not seen)"}
-    options = ort.SessionOptions()
-    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    options.add_provider_for_devices(gpus[:1], {"nv_target_sm": target, "nv_detailed_build_log": "1"})
-    start = time.perf_counter()
-    try:
-        compiler = ort.ModelCompiler(options, str(model), embed_compiled_data_into_model=True)
-        compiler.compile_to_file(str(out))
-    except Exception as exc:  # the EP's or ORT's refusal: reported, not raised
-        return {"ok": False, "seconds": time.perf_counter() - start, "error": str(exc).strip()}
-    return {"ok": True, "seconds": time.perf_counter() - start, "error": "",
-            "out_bytes": out.stat().st_size}
+    result = compile_with_ep(model, out, target, {})
+    error = result["error"] or result["problem"]
+    status = {"ok": result["ok"], "seconds": result["seconds"], "error": error}
+    if result["ok"]:
+        status["out_bytes"] = out.stat().st_size
+    return status
 
 
 def main(argv=None) -> int:

@@ -100,3 +100,10 @@ def build(package_dir: Path, out_dir: Path) -> dict[str, int]:
             raise RuntimeError(f"gcc failed on {c_file}: {done.stderr.strip()[:500]}")
         counts[s.soname] = len(wanted)
     return counts
+
+
+def preload(out_dir: Path) -> str:
+    """An LD_PRELOAD value that loads the compiled stand-ins first in a process that does not
+    load them itself (trtpipe's own tensorrt_rtx child process, in tests/test_rtx_oracle.py):
+    the plugin's DT_NEEDED sonames then resolve to them."""
+    return ":".join(str(out_dir / s.soname) for s in STAND_INS)

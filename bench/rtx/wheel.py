@@ -10,7 +10,8 @@ onnxruntime-ep-nv-tensorrt-rtx-cu12==0.5.0` then `sha256sum`), and pip checks it
 Decision: a private folder (`pip install --target`), not the venv: the wheel has no
 dependencies, but a folder of its own never changes the environment trtpipe runs in,
 and a second run finds it and installs nothing. The folder is `$TRTPIPE_RTX_HOME` or
-`~/.cache/trtpipe/bench-rtx/<version>`.
+`~/.cache/trtpipe/bench-rtx/<version>`; trtpipe's tensorrt_rtx backend finds the EP in
+the same folder when `$TRTPIPE_RTX_HOME` names it (trtpipe.trt.rtx.plugin).
 """
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-NAME = "onnxruntime-ep-nv-tensorrt-rtx-cu12"
-VERSION = "0.5.0"
+from trtpipe.trt.rtx.plugin import DISTRIBUTION as NAME
+from trtpipe.trt.rtx.plugin import HOME_VARIABLE, PACKAGE, PLUGIN
+from trtpipe.trt.rtx.plugin import PINNED as VERSION
+
 SHA256 = "d71fcbaf4adc627d82fffa6bbac9300a4bfc58fbfa604929b601d22211083d47"
-PACKAGE = "onnxruntime_ep_nv_tensorrt_rtx"
-PLUGIN = "libonnxruntime_providers_nv_tensorrt_rtx.so"
 
 
 class WheelUnavailable(RuntimeError):
@@ -34,7 +35,7 @@ class WheelUnavailable(RuntimeError):
 
 
 def home() -> Path:
-    root = os.environ.get("TRTPIPE_RTX_HOME")
+    root = os.environ.get(HOME_VARIABLE)
     return Path(root) if root else Path.home() / ".cache" / "trtpipe" / "bench-rtx" / VERSION
 
 

@@ -74,3 +74,11 @@ def test_an_open_mutation_is_found_on_todays_code(tmp_path):
     results = fs.run_cases("fs", 1, 0, tmp_path, only=("ext_hardlink_outside",))
     defects = [d for _, found in results for d in found]
     assert bool(defects) == ("ext_hardlink_outside" in OPEN_ON_MAIN), [str(d) for d in defects]
+
+
+def test_sample_data_replaced_mid_run_is_never_served_for_other_data(tmp_path):
+    """data_swap: one case (~7 s) of the data file flapping under a run; the deterministic regression
+    test of the fix is tests/runner/test_source_snapshot.py (this race hit 3 of 12 cases before it)."""
+    results = fs.run_cases("fs", 1, 0, tmp_path, only=("data_swap",))
+    assert [c["mutation"] for c, _ in results] == ["data_swap"]
+    assert not _unexpected(results)

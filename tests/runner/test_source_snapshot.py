@@ -124,3 +124,41 @@ def test_a_data_folder_swapped_for_a_link_after_the_start_is_refused(tmp_path, m
     assert raised.value.result.exit_code == 2
     assert "symbolic link" in str(raised.value) and "'W'" in str(raised.value)
     assert sanitize_entries(tmp_path / "cache") == []
+
+
+def _npz(path: Path, seed: int) -> Path:
+    import numpy as np
+
+    np.savez(path, x=np.random.default_rng(seed).standard_normal((1, 64)).astype(np.float32))
+    return path
+
+
+def test_sample_data_replaced_after_its_digest_is_never_cached_under_its_key(tmp_path, monkeypatch):
+    """`data.path`'s digest is in the precision stage's key; the stage read the file later. Data B
+    written over A in between would be cached as A's evidence. The file is replaced right after
+    the start's checks (the last read of the original before any stage runs)."""
+    a = write_model(tmp_path / "m", data=weight_bytes(1), seed=1)
+    data = _npz(tmp_path / "samples.npz", 1)
+    replacement = _npz(tmp_path / "other.npz", 2)
+    real_check = pipeline.check_sample_data
+    replaced = []
+
+    def check_then_replace(*args, **kwargs):
+        shapes = real_check(*args, **kwargs)
+        os.replace(replacement, data)
+        replaced.append(True)
+        return shapes
+
+    monkeypatch.setattr(pipeline, "check_sample_data", check_then_replace)
+    cache = tmp_path / "cache"
+    overrides = ["stages=[sanitize,precision]", f"model.path={a}", f"data.path={data}", f"cache.dir={cache}"]
+    with pytest.raises(api.PipelineFailed) as raised:
+        api.run(overrides, run_dir=tmp_path / "run1", start_dir=tmp_path)
+    assert replaced
+    assert raised.value.result.exit_code == 2
+    assert f"data.path {data} changed while trtpipe was reading it" in str(raised.value)
+    assert not (cache / "entries" / "precision").exists() or not any((cache / "entries" / "precision").iterdir())
+    assert not any((cache / "tmp").iterdir()), "the snapshot is deleted"
+
+    monkeypatch.setattr(pipeline, "check_sample_data", real_check)
+    assert api.run(overrides, run_dir=tmp_path / "run2", start_dir=tmp_path).ok, "stable data runs"

@@ -17,6 +17,13 @@ from typing import Any, Dict, List, Optional
 from trtpipe.errors import UserError
 
 ON_MISSING = ("defer", "error")
+# tensorrt: TensorRT 10.x/11.x through Polygraphy (a serialized engine). tensorrt_rtx: NVIDIA's
+# TensorRT-RTX through its ONNX Runtime plugin EP (an EPContext ONNX model; trtpipe.trt.rtx).
+BACKENDS = ("tensorrt", "tensorrt_rtx")
+# What the EP's `nv_target_sm` accepts (kTargetSMValues in the 0.5.0 wheel's
+# tensorrt_rtx_provider_options.h): Ampere RTX 30xx, Ada RTX 40xx, Blackwell RTX 50xx, GB10.
+# sm90 (Hopper) and other data-centre parts are not RTX targets; the EP refuses them.
+RTX_TARGET_SMS = ("sm86", "sm89", "sm120", "sm121")
 AUDIT = ("warn", "error")
 UNSUPPORTED = ("error", "warn")
 MEMORY_POOLS = ("workspace", "dla_managed_sram", "dla_local_dram", "dla_global_dram", "tactic_dram",
@@ -24,7 +31,17 @@ MEMORY_POOLS = ("workspace", "dla_managed_sram", "dla_local_dram", "dla_global_d
 
 
 @dataclass
+class RtxConfig:
+    # The RTX architecture the EPContext engine is built for, ahead of time (nv_target_sm):
+    # sm86 (RTX 30xx), sm89 (RTX 40xx, the default), sm120 (RTX 50xx), sm121 (GB10).
+    target_sm: str = "sm89"
+
+
+@dataclass
 class BuildConfig:
+    # tensorrt | tensorrt_rtx (an EPContext model built by the TensorRT-RTX EP for rtx.target_sm).
+    backend: str = "tensorrt"
+    rtx: RtxConfig = field(default_factory=RtxConfig)
     # Without TensorRT or a CUDA device: `defer` finishes as `deferred` with the trtexec
     # commands and a script to build on a GPU machine; `error` fails the run (exit 1).
     on_missing: str = "defer"
@@ -67,6 +84,17 @@ def checked_choice(config: Mapping, key: str, choices: tuple[str, ...]) -> str:
         from trtpipe.config.override_text import choice_fix
 
         raise UserError(f"build.{key} is {value!r}", choice_fix(f"build.{key}", value, choices))
+    return value
+
+
+def checked_rtx_target(config: Mapping) -> str:
+    """build.rtx.target_sm, one of RTX_TARGET_SMS, or a one-line UserError naming them."""
+    value = (config.get("rtx") or {}).get("target_sm")
+    if value not in RTX_TARGET_SMS:
+        from trtpipe.config.override_text import choice_fix
+
+        raise UserError(f"build.rtx.target_sm is {value!r}, not an RTX architecture TensorRT-RTX builds for",
+                        choice_fix("build.rtx.target_sm", value, RTX_TARGET_SMS))
     return value
 
 

@@ -52,6 +52,7 @@ def _check_values(cfg: DictConfig) -> None:
     _check_input_specs(cfg)
     _check_tolerances(cfg)
     _check_cache(cfg)
+    _check_build(cfg)
     precision = cfg.get("precision")
     if precision is None:
         return
@@ -59,6 +60,18 @@ def _check_values(cfg: DictConfig) -> None:
     _one_of("precision.on_unmatched", precision.on_unmatched, ("error", "warn"))
     _one_of("precision.auto.constants", precision.auto.constants, ("keep_fp32", "saturate", "off"))
     compile_rules(OmegaConf.to_container(precision.rules, resolve=True))
+
+
+def _check_build(cfg: DictConfig) -> None:
+    """The backend and the RTX target: before any stage runs, so nothing is half-written."""
+    from trtpipe.config.build_schema import BACKENDS, checked_choice, checked_rtx_target
+
+    build = cfg.get("build")
+    if build is None:
+        return
+    plain = OmegaConf.to_container(build, resolve=True)
+    checked_choice(plain, "backend", BACKENDS)
+    checked_rtx_target(plain)  # a wrong value is refused with either backend, not kept for later
 
 
 def _check_cache(cfg: DictConfig) -> None:

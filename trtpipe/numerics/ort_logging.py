@@ -11,6 +11,11 @@ Decisions:
   Runtime's default logger, which the sessions of other libraries (onnx-graphsurgeon's
   constant folding, Polygraphy) use, is set to FATAL too (`quiet_onnxruntime`, once per
   process, before the first session).
+- ONNX Runtime's Python wrapper prints a banner to stdout when a session cannot be created
+  ("*** EP Error *** ... Falling back to ['CPUExecutionProvider'] and retrying", four lines)
+  and retries with the same provider, whose error is then raised anyway (measured under
+  `ulimit -v`: a thread that cannot start). Every session trtpipe creates goes through
+  `cpu_session`, which sends that banner to trtpipe.log.
 - Nothing that matters is lost: an ONNX Runtime error comes back as the exception
   that trtpipe reports in its own line (`ort_session.ort_reason`: the message, without
   the C++ source location); its warnings concern ONNX Runtime's own optimisations
@@ -19,7 +24,9 @@ Decisions:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import logging
 
 logger = logging.getLogger(__name__)
@@ -44,3 +51,17 @@ def session_options():
     options = ort.SessionOptions()
     options.log_severity_level = ORT_FATAL
     return options
+
+
+def cpu_session(source, options=None):
+    """An ONNX Runtime session on the CPU provider (`source`: a path or the model's bytes), its
+    fallback banner kept off stdout (module docstring)."""
+    ort = quiet_onnxruntime()
+    banner = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(banner):
+            return ort.InferenceSession(source, options if options is not None else session_options(),
+                                        providers=["CPUExecutionProvider"])
+    finally:
+        if banner.getvalue().strip():
+            logger.debug("ONNX Runtime printed: %s", " ".join(banner.getvalue().split()))

@@ -46,11 +46,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from trtpipe.errors import TrtpipeGraphError, UserError
+from trtpipe.errors import TrtpipeGraphError, UserError, is_out_of_memory
 from trtpipe.onnxmodel.model_parts import all_tensors, model_without_initializers
 from trtpipe.onnxmodel.onnx_io import PROTOBUF_LIMIT_BYTES, estimated_bytes, save_model
 from trtpipe.onnxmodel.weights_on_disk import is_on_disk, load_into_memory, on_disk_span, set_external
-from trtpipe.numerics.ort_logging import session_options
+from trtpipe.numerics.ort_logging import cpu_session, session_options
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +65,6 @@ def with_extra_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelPr
             copy.graph.output.append(onnx.ValueInfoProto(name=name))
             present.add(name)
     return copy
-
-
-# ONNX Runtime's words for an allocation that failed (its arena, or std::bad_alloc from C++).
-_OUT_OF_MEMORY = re.compile(r"Failed to allocate memory|bad_alloc|[Oo]ut of memory")
 
 
 class OrtSession:
@@ -114,7 +110,7 @@ class OrtSession:
 
     def _failure(self, error: Exception, action: str) -> Exception:
         reason = ort_reason(error)
-        if isinstance(error, MemoryError) or _OUT_OF_MEMORY.search(reason):
+        if is_out_of_memory(error) or is_out_of_memory(RuntimeError(reason)):
             # Decision: running out of memory is the machine's limit, not a defect of the model or of
             # trtpipe's emulation (a session that is not the user's model included): exit 2, one
             # line, in every stage that runs the model (precision's reference run and validate's).
@@ -231,7 +227,7 @@ def _session(source, options) -> "ort.InferenceSession":
     of trtpipe: say which op, and how to proceed without running it.
     """
     try:
-        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        return cpu_session(source, options)
     except Exception as error:  # ORT raises its own pybind exception types
         text = " ".join(str(error).split())
         if "is not a registered function/op" in text or "No Op registered for" in text:

@@ -13,7 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
-from trtpipe.errors import EXIT_OK, StageFailed, TrtpipeError, UserError
+from trtpipe.errors import EXIT_OK, OutOfMemory, StageFailed, TrtpipeError, UserError, is_out_of_memory
 from trtpipe.data import check_sample_data, resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
@@ -22,7 +22,7 @@ from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
 from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, signals_deferred, signals_received
-from trtpipe.runner.source_snapshot import source_snapshot
+from trtpipe.runner.source_snapshot import data_snapshot, source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
 from trtpipe.runner.stage_order import check_stage_order
@@ -176,7 +176,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
         "inputs": {kind: artifact.sha256 for kind, artifact in inputs.items()},
         "tools": tool_versions(stage.tools),
     }
-    facts = stage.key_facts()
+    facts = stage.key_facts(config=config)
     if facts:  # e.g. GPU, driver, CUDA and TensorRT: an engine is never reused across them
         material["environment"] = facts
     places = stage.key_input_places({kind: artifact.path for kind, artifact in inputs.items()})
@@ -198,7 +198,10 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
             with contextlib.ExitStack() as snapshots:
                 paths = {kind: snapshots.enter_context(source_snapshot(a.path, a.sha256, cache.root / "tmp"))
                          if a.is_source and stage.snapshot_source else a.path for kind, a in inputs.items()}
-                outcome = stage().run(paths, config, out_dir)
+                # The sample data too: the stage reads the bytes its key's digest names.
+                run_config = ({**config, "data": snapshots.enter_context(data_snapshot(data, cache.root / "tmp"))}
+                              if stage.uses_data else config)
+                outcome = stage().run(paths, run_config, out_dir)
                 # Permissions follow the inputs (item 8): what is derived from a 0600 model stays 0600.
                 narrow_modes(out_dir, [file for kind, a in inputs.items() for file in _files_of(a, paths[kind])])
         finally:
@@ -220,6 +223,12 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
         return record, error, False
     except Exception as error:  # a defect: keep the traceback in the log file, one line on the console
         record.seconds = round(time.perf_counter() - started, 3)
+        if is_out_of_memory(error):  # the machine's limit, not a defect (errors.OutOfMemory)
+            log.debug("%s", traceback.format_exc())
+            failure = OutOfMemory(f"running stage {stage.name}", error)
+            record.error = str(failure)
+            log.error("  %-15s failed  %s", stage.name, failure)
+            return record, failure, False
         record.error = f"{type(error).__name__}: {error}"
         log.debug("%s", traceback.format_exc())
         log.error("  %-15s failed  %s (traceback in %s)", stage.name, record.error,

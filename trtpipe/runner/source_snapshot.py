@@ -22,6 +22,11 @@ Decisions:
   after the start's checks (a folder too) is refused here. Permission bits are kept (item 8: a 0600 model's
   snapshot and everything derived from it stay unreadable to others).
 - Only a run of the stage snapshots: a cached run reads nothing of the source but its digest.
+- The sample data file (`data.path`) is the same case: its digest is taken when the run starts
+  and is part of the keys of the stages that run the model, which read it later. A stage that
+  uses the data reads a private copy checked against that digest (`data_snapshot`); a
+  `data.path` that is a link is followed (it was resolved at the start, a link to a valid
+  file is legitimate), but the resolved file swapped for a link afterwards is refused.
 """
 
 from __future__ import annotations
@@ -29,12 +34,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from trtpipe.cache.cache_dir import Temporary
 from trtpipe.cache.files import copy_fd, disk_errors_as_user_errors
-from trtpipe.cache.hashing import artifact_digest
+from trtpipe.cache.hashing import artifact_digest, sha256_file
 from trtpipe.errors import UserError
 from trtpipe.onnxmodel.external_files import checked_data_file, open_beneath, open_checked
 
@@ -43,23 +48,41 @@ from trtpipe.onnxmodel.external_files import checked_data_file, open_beneath, op
 def source_snapshot(source: Path, expected_sha256: str, tmp_root: Path) -> Iterator[Path]:
     """A private copy of `source` (and its external data) whose digest is `expected_sha256`."""
     source = Path(source)
+    with _snapshot(source, expected_sha256, tmp_root, "model", source.suffix == ".onnx") as target:
+        yield target
+
+
+@contextlib.contextmanager
+def data_snapshot(data: Mapping, tmp_root: Path) -> Iterator[Mapping]:
+    """The resolved data block (trtpipe.data.resolved_data) with its file, if any, replaced by a
+    private copy whose digest is the one taken at the start (and in the stage's key)."""
+    if not data.get("path"):
+        yield data
+        return
+    with _snapshot(Path(data["path"]), data["sha256"], tmp_root, "data.path", onnx_model=False) as copy:
+        yield {**data, "path": str(copy)}
+
+
+@contextlib.contextmanager
+def _snapshot(source: Path, expected_sha256: str, tmp_root: Path, what: str, onnx_model: bool) -> Iterator[Path]:
     with disk_errors_as_user_errors(tmp_root), Temporary(tmp_root) as temporary:
         target = temporary.path / source.name
         # The model file may have other names (only external data must not: onnx's rule).
-        _copy_checked(source, target, open_checked(source, "this run", hard_links_ok=True, what="model file"))
-        tensors = _external_tensor_names(target) if source.suffix == ".onnx" else {}
+        _copy_checked(source, target, open_checked(source, "this run", hard_links_ok=True, what=f"{what} file"))
+        tensors = _external_tensor_names(target) if onnx_model else {}
         for location, tensor_name in tensors.items():
             data_file = checked_data_file(source.parent, location, tensor_name, source)
             copy = target.parent / location
             copy.parent.mkdir(parents=True, exist_ok=True)
             where = f"tensor {tensor_name!r} of model {source}"
             _copy_checked(data_file, copy, open_beneath(source.parent, location, where))
-        digest = artifact_digest(target, locations=sorted(tensors) if source.suffix == ".onnx" else None)
+        digest = artifact_digest(target, locations=sorted(tensors)) if onnx_model else sha256_file(target)
         if digest != expected_sha256:
+            what_file = "the model file (and its external data)" if onnx_model else f"the {what} file"
             raise UserError(
-                f"model {source} changed while trtpipe was reading it (sha256 {expected_sha256[:12]}… when the "
+                f"{what} {source} changed while trtpipe was reading it (sha256 {expected_sha256[:12]}… when the "
                 f"run started, {digest[:12]}… now); nothing was cached",
-                "run again once the model file (and its external data) is no longer being written",
+                f"run again once {what_file} is no longer being written",
             )
         try:
             yield target

@@ -64,8 +64,9 @@ class Stage:
     snapshot_source: ClassVar[bool] = True
 
     @classmethod
-    def key_facts(cls) -> dict:
-        """Facts of this machine that change the outputs (GPU, driver...): part of the key."""
+    def key_facts(cls, config: Mapping | None = None) -> dict:
+        """Facts of this machine that change the outputs (GPU, driver...): part of the key.
+        `config`: the stage's own config (which backend the facts are about)."""
         return {}
 
     @classmethod

@@ -21,6 +21,10 @@ Decisions:
   those shapes from the runner (`config["data_shapes"]`, from the top-level `data` block, never
   another stage's config); they are in the cache key only while no profile is given, so new
   sample data of the same shapes (or any data, with a profile) reuses the engine.
+- `build.backend=tensorrt_rtx` (trtpipe.stages.build_rtx, trtpipe.trt.rtx): the same op check,
+  profiles and trtexec.txt (the TensorRT 10/11 equivalent), then the EPContext model of the
+  TensorRT-RTX EP for `build.rtx.target_sm` as the `engine` artifact, and a precision audit read
+  from the real parser's log; deferred in the same way where the EP sees no device.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
 class BuildEngine(Stage):
     name = "build"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "6"
+    version = "7"
     consumes = ("model", "plan")
     # Always; engine, layer_info, audit, build_log when an engine was built.
     produces = ("trtexec", "parser_support")
@@ -68,8 +72,13 @@ class BuildEngine(Stage):
         return self._backend
 
     @classmethod
-    def key_facts(cls, backend: TensorRTBackend | None = None) -> dict:
-        """GPU name, compute capability, driver, CUDA and TensorRT versions (None where unknown)."""
+    def key_facts(cls, backend: TensorRTBackend | None = None, config: Mapping | None = None) -> dict:
+        """GPU name, compute capability, driver, CUDA and TensorRT versions (None where unknown);
+        with build.backend=tensorrt_rtx, the EP's and TensorRT-RTX's versions and the target instead."""
+        if (config or {}).get("backend") == "tensorrt_rtx":
+            from trtpipe.trt.rtx.backend import key_facts
+
+            return key_facts((config.get("rtx") or {}).get("target_sm"))
         if backend is None:
             from trtpipe.trt import backend as real_backend
 
@@ -83,8 +92,15 @@ class BuildEngine(Stage):
 
     @classmethod
     def key_config(cls, config: Mapping) -> dict:
-        """The data's shapes count only while they can make the profile (no build.profiles given)."""
+        """The data's shapes count only while they can make the profile (no build.profiles given);
+        `rtx` only with that backend, and the TensorRT-only settings only without it."""
         key = {name: value for name, value in config.items() if name != "data_shapes"}
+        if config.get("backend") == "tensorrt_rtx":
+            from trtpipe.trt.rtx.options import TENSORRT_ONLY
+
+            key = {name: value for name, value in key.items() if name not in TENSORRT_ONLY}
+        else:
+            key.pop("rtx", None)
         if not config.get("profiles") and config.get("data_shapes"):
             key["data_shapes"] = config["data_shapes"]
         return key
@@ -109,6 +125,10 @@ class BuildEngine(Stage):
         derived = profiles and not config.get("profiles")
         options = _replace(options, profiles=tuple(profiles))
         plan = json.loads(Path(inputs["plan"]).read_text())
+        if config.get("backend") == "tensorrt_rtx":
+            from trtpipe.stages.build_rtx import run_rtx
+
+            return run_rtx(inputs, config, out_dir, model, plan, options, derived and profiles)
         backend = self.backend
         environment = backend.environment()
         _, parser_fact = check_parser_support(model, config, environment.tensorrt, out_dir, plan)
@@ -125,7 +145,7 @@ class BuildEngine(Stage):
             if config.get("timing_cache", True) else None
         (out_dir / TRTEXEC).write_text(trtexec_file(
             options, plan, in_use=environment.tensorrt if availability.available else None,
-            model_sha256=model_sha, timing_cache=timing_name, float_outputs=_float_outputs(model),
+            model_sha256=model_sha, timing_cache=timing_name, float_outputs=float_outputs(model),
             model=published_model_path(Path(inputs["model"]), out_dir)))
         if derived:
             from trtpipe.trt.data_profiles import derived_profile_fact
@@ -134,14 +154,14 @@ class BuildEngine(Stage):
             # build_on_gpu.py gets no data: it builds with the profile written out.
             config = {**config, "profiles": profiles}
         if not availability.available:
-            return _with_parser(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
+            return with_parser_fact(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
                                           out_dir), parser_fact, derived and profiles)
         if options.precision_mode == "constraints" and (environment.tensorrt_major or 0) >= 11:
             from trtpipe.trt.builder import constraints_unavailable
 
             raise UserError(constraints_unavailable(environment.tensorrt), "set build.precision_mode=strongly_typed")
         result = backend.build(Path(inputs["model"]), plan, options)
-        return _with_parser(_built(result, plan, model, config, facts, out_dir), parser_fact, derived and profiles)
+        return with_parser_fact(_built(result, plan, model, config, facts, out_dir), parser_fact, derived and profiles)
 
 
 def published_model_path(model: Path, out_dir: Path) -> str:
@@ -167,7 +187,7 @@ def published_model_path(model: Path, out_dir: Path) -> str:
     return Path(os.path.relpath(Path(model).absolute(), Path(out_dir).absolute())).as_posix()
 
 
-def _with_parser(outcome: StageOutcome, parser_fact: str, profiles_from_data=None) -> StageOutcome:
+def with_parser_fact(outcome: StageOutcome, parser_fact: str, profiles_from_data=None) -> StageOutcome:
     from trtpipe.trt.parser.parser_check import REPORT
 
     outcome.outputs["parser_support"] = REPORT
@@ -250,7 +270,7 @@ def _built(result, plan: Mapping, model, config: Mapping, facts: Mapping, out_di
     )
 
 
-def _float_outputs(model) -> dict[str, int]:
+def float_outputs(model) -> dict[str, int]:
     """Node name (as the parser names layers) -> number of float outputs (unknown types count as float)."""
     from trtpipe.graph.names.parser_names import parser_names
     from trtpipe.precision.network.network import FLOAT_TYPES

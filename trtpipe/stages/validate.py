@@ -24,10 +24,24 @@ class ValidateAccuracy(Stage):
     version = "12"
     consumes = ("model", "reference")
     produces = ("report",)
-    # The engine, when a build stage produced one, is validated as the `tensorrt` candidate.
+    # The engine, when a build stage produced one, is validated as the `tensorrt` candidate (its verdict
+    # is named `tensorrt_rtx` when the engine is a TensorRT-RTX EPContext model, trtpipe.trt.rtx.runner).
     optional_consumes = ("engine",)
     tools = ("onnx", "onnxruntime", "numpy", "protobuf")
     uses_data = True
+
+    @classmethod
+    def key_facts(cls, config: Mapping | None = None) -> dict:
+        """Whether the TensorRT-RTX EP sees a device, where it is installed and an engine may be
+        validated: an EPContext engine skipped here (no device) must run where one is, not be
+        answered from this machine's cache entry. Nothing (the key as before) without the EP."""
+        from trtpipe.trt.rtx.plugin import package_dir
+
+        if "tensorrt" not in ((config or {}).get("candidates") or ()) or package_dir() is None:
+            return {}
+        from trtpipe.trt.rtx.backend import availability
+
+        return {"tensorrt_rtx_device": availability().available}
 
     def __init__(self, backend=None) -> None:
         # The TensorRT seam (trtpipe.trt.backend()); tests pass a double here.
@@ -83,6 +97,18 @@ class ValidateAccuracy(Stage):
                 del runner
                 verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances,
                                                   config["min_compared"]))
+            elif candidate == "tensorrt" and "engine" in inputs and _is_epcontext(inputs["engine"]):
+                from trtpipe.trt.rtx.loader import EpUnavailable
+                from trtpipe.trt.rtx.runner import run_epcontext
+
+                try:
+                    runs = run_epcontext(inputs["engine"], feeds)
+                except EpUnavailable as missing:
+                    notes.append(f"candidate tensorrt: the engine is a TensorRT-RTX EPContext model and cannot run "
+                                 f"here: {missing.problem}; it runs {missing.fix}")
+                    continue
+                verdicts.append(compare_candidate("tensorrt_rtx", reference_runs, runs, outputs, tolerances,
+                                                  config["min_compared"]))
             elif candidate == "tensorrt" and "engine" in inputs:
                 from trtpipe.trt import backend
 
@@ -126,6 +152,12 @@ class ValidateAccuracy(Stage):
             console_file="validation.txt",
             failed=None if failed is None else failure_message(report),
         )
+
+
+def _is_epcontext(engine: Path) -> bool:
+    from trtpipe.trt.rtx.runner import is_epcontext
+
+    return is_epcontext(engine)
 
 
 def _by_candidate_name(reference: dict, outputs: list[str], promoted: dict[str, str]) -> dict:

@@ -1,5 +1,8 @@
 """The script a deferred build leaves behind: build the same engine later, on a GPU machine.
 
+Decision: one script for both backends (`build.backend` is in the config it carries); only its
+help text names what to install.
+
 Decision: the script is an artifact, so it must be byte-identical for the same inputs
 and config: it names its inputs by sha256 (the digests the manifest records), not by
 path, and finds them through the `manifest.json` of the run directory it was published
@@ -16,15 +19,15 @@ from collections.abc import Mapping
 SCRIPT_NAME = "build_on_gpu.py"
 
 _TEMPLATE = '''#!/usr/bin/env python3
-"""Build the TensorRT engine that this trtpipe run deferred (no TensorRT or no GPU where it ran).
+"""Build the {product} engine that this trtpipe run deferred ({missing} where it ran).
 
-On a machine with an NVIDIA GPU:
-    pip install tensorrt-cu13              # CUDA 13; or tensorrt-cu12 for CUDA 12 (trtpipe installed too)
+On {machine}:
+    {install}
     python build_on_gpu.py                  # from the run directory's build/ folder
     python build_on_gpu.py --model model.onnx --plan precision_plan.json --out engine_dir
 
 Inputs are found by sha256 in the run directory's manifest.json (or given explicitly);
-outputs (model.engine, layer_info.json, precision_audit.json, build.log) go to --out
+outputs ({outputs}, precision_audit.json, build.log) go to --out
 (default: ./gpu_build next to this script). Exit code 1 if the build or the audit fails.
 """
 
@@ -90,7 +93,27 @@ if __name__ == "__main__":
 
 def build_script(model_sha256: str, plan_sha256: str, config: Mapping) -> str:
     """The script text; `config` is the stage's own config (on_missing is forced to error)."""
-    build_config = {key: value for key, value in config.items() if key not in ("cache_dir", "data", "data_shapes")}
+    # Only what the stage's cache key holds (BuildEngine.key_config): the script is an output.
+    from trtpipe.trt.rtx.options import TENSORRT_ONLY
+
+    unread = ("rtx",) if config.get("backend", "tensorrt") == "tensorrt" else TENSORRT_ONLY
+    build_config = {key: value for key, value in config.items()
+                    if key not in ("cache_dir", "data", "data_shapes", *unread)}
     build_config["on_missing"] = "error"
     config_json = json.dumps(build_config, sort_keys=True, separators=(",", ":"))
-    return _TEMPLATE.format(model_sha256=model_sha256, plan_sha256=plan_sha256, config_json=config_json)
+    return _TEMPLATE.format(model_sha256=model_sha256, plan_sha256=plan_sha256, config_json=config_json,
+                            **_BACKEND_TEXT[build_config.get("backend", "tensorrt")])
+
+
+# What the script's help says per build.backend (the same BuildEngine code runs either way).
+_BACKEND_TEXT = {
+    "tensorrt": dict(product="TensorRT", missing="no TensorRT or no GPU", machine="a machine with an NVIDIA GPU",
+                     install="pip install tensorrt-cu13              # CUDA 13; or tensorrt-cu12 for CUDA 12 "
+                             "(trtpipe installed too)",
+                     outputs="model.engine, layer_info.json"),
+    "tensorrt_rtx": dict(product="TensorRT-RTX", missing="no TensorRT-RTX EP or no RTX GPU",
+                         machine="a machine with an RTX GPU (sm86/sm89/sm120/sm121) and the NVIDIA driver",
+                         install="pip install 'trtpipe[rtx]'             # onnxruntime-ep-nv-tensorrt-rtx-cu12 "
+                                 "0.5.0, CUDA 12",
+                         outputs="model_ctx.onnx (EPContext model)"),
+}

@@ -62,6 +62,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from trtpipe.errors import is_out_of_memory
 from trtpipe.onnxmodel import value_info
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.graph.fold.fold_check import CAST_ELISION_OPS, NEVER_FOLDED
@@ -104,6 +105,8 @@ def fold_pass(model: onnx.ModelProto, *, infer_shapes: bool, size_threshold: int
     except OutOfScope as reason:
         logger.debug("fast constant folding not used (%s): Polygraphy's pass runs", reason)
     except Exception as error:  # noqa: BLE001 - a defect here must cost speed, never the folding
+        if is_out_of_memory(error):  # the machine's limit: the other pass would run out too, or fold less
+            raise
         # Decision: Polygraphy's pass then runs as before (what the fast path may already have written into
         # the input model is what that pass writes too). Logged with the traceback for a report.
         logger.warning("fast constant folding failed (%s: %s); Polygraphy's pass runs instead",
@@ -311,15 +314,13 @@ class _Fold(ShapeFolding):
                         if name not in self.constants and name not in outputs and self.values.described(name)])
         model = helper.make_model(graph, opset_imports=self.model.opset_import)
         model.ir_version = self.model.ir_version
-        import onnxruntime as ort
+        from trtpipe.numerics.ort_logging import cpu_session
 
-        from trtpipe.numerics.ort_logging import quiet_onnxruntime
-
-        quiet_onnxruntime()
         try:
-            session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-            values = session.run(names, {})
+            values = cpu_session(model.SerializeToString()).run(names, {})
         except Exception as error:  # ONNX Runtime's own types; graphsurgeon would fold less
+            if is_out_of_memory(error):  # the machine's limit: folding less would cache another output
+                raise
             raise OutOfScope(f"ONNX Runtime could not evaluate the constants: {type(error).__name__}") from error
         for value in values:
             require(isinstance(value, np.ndarray) and value.dtype != object and value.nbytes <= self.threshold

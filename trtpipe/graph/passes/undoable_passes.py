@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from trtpipe.errors import UserError
+from trtpipe.errors import OutOfMemory, UserError, is_out_of_memory
 from trtpipe.onnxmodel.model_parts import model_without_initializers
 from trtpipe.graph.passes.validity import one_line
 
@@ -61,6 +61,8 @@ def run_passes(
         except PassRefused as refusal:
             result, problem = None, one_line(refusal)
         except Exception as error:  # a pass's own failure: onnx-graphsurgeon, Polygraphy, onnx raise many types
+            if is_out_of_memory(error):  # the machine's limit: undoing the pass would cache another output
+                raise OutOfMemory(f"sanitize's {graph_pass.name}", error) from None
             logger.debug("sanitize: %s raised", graph_pass.name, exc_info=True)
             result, problem = None, f"it raised {type(error).__name__}: {one_line(error)}"
         if problem is None:

@@ -94,7 +94,8 @@ def _checker_problem(path: Path, *, full_check: bool) -> str | None:
 def _onnxruntime_problem(path: Path) -> str | None:
     import onnxruntime as ort
 
-    from trtpipe.numerics.ort_logging import session_options
+    from trtpipe.errors import is_out_of_memory
+    from trtpipe.numerics.ort_logging import cpu_session, session_options
     from trtpipe.numerics.ort_session import ort_reason
 
     options = session_options()  # a failing load is the answer here, not a log line
@@ -102,7 +103,9 @@ def _onnxruntime_problem(path: Path) -> str | None:
     options.add_session_config_entry("session.disable_prepacking", "1")
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        cpu_session(str(path), options)
     except Exception as error:  # ONNX Runtime's own exception types
+        if is_out_of_memory(error):  # the machine's limit, not the pass's output (errors.OutOfMemory)
+            raise
         return ort_reason(error) or type(error).__name__
     return None

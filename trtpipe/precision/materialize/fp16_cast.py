@@ -31,10 +31,9 @@ def to_float16(values: np.ndarray) -> np.ndarray:
 
 @functools.cache
 def _cast_session():
-    import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from trtpipe.numerics.ort_logging import session_options
+    from trtpipe.numerics.ort_logging import cpu_session, session_options
 
     graph = helper.make_graph(
         [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "trtpipe_fp16_cast",
@@ -46,4 +45,4 @@ def _cast_session():
     options = session_options()
     options.intra_op_num_threads = 1  # callers convert on their own threads (weight_copies.py)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return cpu_session(model.SerializeToString(), options)

@@ -25,7 +25,7 @@ from pathlib import Path
 import onnx
 from onnx import defs
 
-from bench.rtx.parser_log import ParserLog
+from trtpipe.trt.rtx.parser_log import ParserLog
 
 FLOATS = {"FLOAT", "HALF", "BF16", "DOUBLE", "FP8", "FP4"}
 PLANNED = {"fp16": "HALF", "fp32": "FLOAT", "bf16": "BF16"}
@@ -84,11 +84,17 @@ def _governed(node: onnx.NodeProto, opset: dict[str, int], side: str, index: int
     return "tensor(float16)" in kinds and "tensor(float)" in kinds
 
 
-def compare(plan_path: Path, model_path: Path, log: ParserLog) -> Comparison:
-    plan = json.loads(plan_path.read_text())
-    model = onnx.load(str(model_path))
+def opsets(model: onnx.ModelProto) -> dict[str, int]:
+    """Domain -> opset version ("" and "ai.onnx" both name the default domain)."""
     opset = {o.domain: o.version for o in model.opset_import}
     opset.setdefault("ai.onnx", opset.get("", 1))
+    return opset
+
+
+def compare(plan_path: Path, model_path: Path, log: ParserLog) -> Comparison:
+    plan = json.loads(plan_path.read_text())
+    model = onnx.load(str(model_path), load_external_data=False)  # types only: the weights are not read
+    opset = opsets(model)
     types = written_types(model)
     by_name = {n.name: n for n in model.graph.node}
     result = Comparison()
@@ -105,7 +111,7 @@ def compare(plan_path: Path, model_path: Path, log: ParserLog) -> Comparison:
             result.constants += 1
             continue
         result.planned += 1
-        problems = _check(node, log, types, opset, PLANNED.get(precision))
+        problems = node_problems(node, log, types, opset, PLANNED.get(precision))
         if problems:
             result.disagreements.append(f"{name} [{node.op_type}] plan {precision}: {'; '.join(problems)}")
         else:
@@ -114,7 +120,7 @@ def compare(plan_path: Path, model_path: Path, log: ParserLog) -> Comparison:
         if node.name in plan_names or node.op_type == "Constant":
             continue
         result.inserted += 1
-        problems = _check(node, log, types, opset, None)
+        problems = node_problems(node, log, types, opset, None)
         if problems:
             result.disagreements.append(f"{node.name} [{node.op_type}] inserted: {'; '.join(problems)}")
         else:
@@ -122,8 +128,11 @@ def compare(plan_path: Path, model_path: Path, log: ParserLog) -> Comparison:
     return result
 
 
-def _check(node: onnx.NodeProto, log: ParserLog, types: dict[str, str], opset: dict[str, int],
-           planned: str | None) -> list[str]:
+def node_problems(node: onnx.NodeProto, log: ParserLog, types: dict[str, str], opset: dict[str, int],
+                  planned: str | None) -> list[str]:
+    """Each logged input/output whose type is not the plan's (`planned`: HALF, FLOAT...) where the
+    plan governs it, or not the written type elsewhere; ["not in the parser's log"] for a node the
+    parser did not log."""
     logged = log.nodes.get(node.name)
     if logged is None:
         return ["not in the parser's log"]
