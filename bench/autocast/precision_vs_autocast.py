@@ -41,10 +41,13 @@ How the comparison is made fair (see also converters.py and cases.py):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import io
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -94,13 +97,34 @@ def main(argv: list[str] | None = None) -> int:
     autocast = f"unavailable ({unavailable})" if unavailable else autocast_version()
     environment = {"autocast": autocast, "onnx": onnx.__version__,
                    "seconds_total": round(time.perf_counter() - started, 1)}
-    passed = print_report(results, environment)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(_Tee(sys.stdout, printed)):
+        passed = print_report(results, environment)
+    if args.record:
+        from bench.autocast.record import record
+        record(printed.getvalue(), command=" ".join(["python -m bench.autocast", *(sys.argv[1:] if argv is None else argv)]))
     if args.json:
         Path(args.json).write_text(json.dumps({"environment": environment, "results": results}, indent=2) + "\n")
         print(f"results written to {args.json}")
     if not args.work_dir:
         shutil.rmtree(work_dir, ignore_errors=True)
     return 0 if passed else 1
+
+
+class _Tee:
+    """Print to the console and keep a copy: --record reads the report exactly as printed."""
+
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self):
+        for stream in self.streams:
+            stream.flush()
 
 
 def _arguments(argv):
@@ -113,6 +137,8 @@ def _arguments(argv):
                         help="run AutoCast on encoders up to this depth (48 adds two 40-90 s runs)")
     parser.add_argument("--models", nargs="*", help="only these cases (e.g. nafnet encoder-12; default: all)")
     parser.add_argument("--json", help="also write all measurements to this JSON file")
+    parser.add_argument("--record", action="store_true",
+                        help="also write bench/autocast/results.json from the printed report (bench/autocast/record.py)")
     parser.add_argument("--work-dir", help="keep raw and converted models here (default: a temp dir, removed)")
     return parser.parse_args(argv)
 

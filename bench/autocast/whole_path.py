@@ -1,6 +1,6 @@
 """trtpipe's whole path, raw export -> mixed ONNX, against onnx.load + onnx.save of the same model.
 
-    python -m bench.autocast.whole_path [--layers 24 48 96] [--repeat 3] [--hidden 768]
+    python -m bench.autocast.whole_path [--layers 24 48 96] [--repeat 3] [--hidden 768] [--record]
 
 For BERT-like encoders of 24, 48 and 96 layers (bench/common/encoders.py, the
 `transformer_fp16` recipe): the median seconds of each stage (sanitize,
@@ -23,6 +23,9 @@ Decisions:
 - The ratio is also given in CPU time of the process (`process_time`, every
   thread): on a shared machine whose other jobs take the cores, wall times of
   the same run can double while CPU times move far less.
+- `--record` merges the rows into bench/autocast/results.json as `whole_path.h<hidden>.<model>.*`
+  (`megabytes`, `sanitize_s`, ..., `whole_s`, `load_save_s`, `ratio`, `cpu_ratio`) with the
+  run's `date` and `load_1min` (docs/figures.md#autocast); the other keys of the file stay.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hidden", type=int, default=None,
                         help="encoder width (default: the built-in model's 64; 768 is BERT-base)")
+    parser.add_argument("--record", action="store_true", help="merge the rows into bench/autocast/results.json")
     args = parser.parse_args(argv)
     layers_asked = args.layers or list(WIDE_LAYERS if args.hidden else LAYERS)
     too_large = [n for n in layers_asked if _estimated_bytes(n, args.hidden) >= PROTOBUF_LIMIT]
@@ -74,7 +78,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {case.name}: done", flush=True)
             shutil.rmtree(Path(tmp) / case.name, ignore_errors=True)  # wide encoders: ~0.7 GB per file
     _print(rows)
+    if args.record:
+        _record(rows, args)
     return 0
+
+
+def _record(rows: list[dict], args) -> None:
+    import os
+
+    from bench.common.results import environment, write_results
+
+    prefix = f"whole_path.h{args.hidden or 64}"
+    figures = {f"{prefix}.date": environment()["date"], f"{prefix}.load_1min": round(os.getloadavg()[0], 2),
+               f"{prefix}.repeat": args.repeat}
+    for r in rows:
+        key = f"{prefix}.{r['model']}"
+        figures.update({f"{key}.megabytes": round(r["megabytes"], 1), f"{key}.whole_s": round(r["total"], 3),
+                        f"{key}.load_save_s": round(r["load_save"], 4),
+                        f"{key}.ratio": round(r["total"] / r["load_save"], 3), f"{key}.cpu_ratio": round(r["cpu_ratio"], 3),
+                        **{f"{key}.{name}_s": round(seconds, 3) for name, seconds in r["stages"].items()}})
+    write_results("autocast", figures, command="python -m bench.autocast.whole_path --record",
+                  notes="whole_path.* keys: trtpipe's whole path per stage against onnx.load + onnx.save",
+                  owns=lambda key: key.startswith(f"{prefix}."))
 
 
 def _measure(case, work_dir: Path, repeat: int) -> dict:

@@ -51,7 +51,23 @@ def main(argv: list[str] | None = None) -> int:
         document = {"seconds": round(seconds, 1), "workers": args.workers, "timeout": args.timeout,
                     "counts": dict(Counter(r["outcome"] for r in results)), "results": results}
         Path(args.json).write_text(json.dumps(document, indent=1) + "\n")
+    if args.record:
+        _record(results, seconds, args)
     return 1 if any(r["outcome"] == "defect" for r in results) else 0
+
+
+def _record(results: list[dict], seconds: float, args) -> None:
+    """bench/corpus/results.json: `models`, `seconds`, `workers`, `<outcome>` counts and
+    `<outcome>.<category>` counts (the category as print_summary shows it)."""
+    from bench.common.results import write_results
+
+    figures = {"models": len(results), "seconds": round(seconds, 1), "workers": args.workers}
+    counts = Counter(r["outcome"] for r in results)
+    figures.update({outcome: counts.get(outcome, 0) for outcome in OUTCOMES})
+    for (outcome, category), count in Counter((r["outcome"], _short_category(r)) for r in results).items():
+        figures[f"{outcome}.{category}"] = count
+    write_results("corpus", figures, command="python -m bench.corpus --record",
+                  notes="the installed onnx's backend test models; seconds is wall time (load in environment)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {KINDS}")
     parser.add_argument("--data-dir", type=Path, help="a backend data directory with node/ (and light/)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--record", action="store_true",
+                        help="also write bench/corpus/results.json (the figures docs/reliability.md cites)")
     return parser
 
 

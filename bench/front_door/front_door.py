@@ -3,6 +3,7 @@
     cd /work/main && python -m bench.front_door                 # ~15 s
     python -m bench.front_door --repeat 9                       # more runs per command
     python -m bench.front_door --code /path/to/other/checkout   # the same on another version
+    python -m bench.front_door --record                         # + bench/front_door/results.json
 
 Measures, side by side and interleaved (round robin, so a busy machine slows all alike),
 each command in a fresh subprocess from spawn to exit (interpreter start and imports
@@ -18,6 +19,11 @@ Prints the median wall time of each, its ratio to the floor, the median CPU time
 system of exactly that child, os.wait4: steadier than wall time on a machine others load),
 and the targets of issue 14 (cached run < 0.6 s, --help < 0.5 s wall on the development
 machine, unloaded); exit 1 if one fails.
+`--record` also writes bench/front_door/results.json (docs/figures.md): the medians and
+ratios above, the machine's load average, the cache's size after one run of the default
+pipeline, and the console transcripts of the runs in TRANSCRIPTS on an empty cache as a
+terminal shows them (the `running...` lines a terminal overwrites dropped, the scratch
+folder's path removed), which README.md and docs/how-it-works.md quote.
 Not a test: timings depend on the machine; tests/test_front_door.py checks the structure
 (no Hydra for --help, one composition per run, matplotlib only when a plot is drawn).
 """
@@ -61,10 +67,73 @@ def timed(command: list[str], cwd: Path, env: dict) -> tuple[float, float]:
     return seconds, usage.ru_utime + usage.ru_stime
 
 
+# name -> (arguments, expected exit code): the README's first run and the failure docs/how-it-works.md shows
+TRANSCRIPTS = {"transformer_fp16": (["+recipe=transformer_fp16"], 0),
+               "naive_fp16_nafnet": (["+recipe=naive_fp16", "model.builtin=nafnet"], 1)}
+
+
+def transcript(work: Path, env: dict, name: str) -> str:
+    """A run as a user's terminal shows it (stdout and stderr in order), on an empty cache of its own."""
+    arguments, expected = TRANSCRIPTS[name]
+    folder = work / f"transcript-{name}"
+    folder.mkdir()
+    done = subprocess.run([sys.executable, "-m", "trtpipe", *arguments], cwd=folder, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600,
+                          env={**env, "TRTPIPE_CACHE": str(folder / "cache")})
+    if done.returncode != expected:
+        raise SystemExit(f"trtpipe {' '.join(arguments)}: exit {done.returncode}, expected {expected}: "
+                         f"{done.stdout[-500:]}")
+    lines = [line.replace(f"{folder}/", "") for line in done.stdout.splitlines() if not line.endswith("running...")]
+    return "\n".join([f"$ trtpipe {' '.join(arguments)}", *lines])
+
+
+def table_figures(name: str, text: str) -> dict:
+    """The validation table of a transcript as figures `<name>.<candidate>.<output>.<column>`
+    (percent columns in percent), so prose can cite a value the transcript shows. The table is
+    the header line `candidate output ...` and the indented rows under it, up to a `note:` line."""
+    figures, header = {}, None
+    for line in text.splitlines():
+        cells = line.split()
+        if cells[:2] == ["candidate", "output"]:
+            header = cells
+            continue
+        if not header or not line.startswith("    ") or cells[0].endswith(":"):
+            header = None
+            continue
+        for column, cell in zip(header[2:], cells[2:]):
+            try:
+                figures[f"{name}.{cells[0]}.{cells[1]}.{column}"] = float(cell.rstrip("%"))
+            except ValueError:  # the verdict column
+                pass
+    return figures
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
+
+
+def record(wall: dict, cpu: dict, repeat: int, transcripts: dict, cache_mb: float) -> None:
+    from bench.common.results import write_results
+    figures = {"repeat": repeat, "cache.mb_per_run": round(cache_mb, 3),
+               **{f"transcript.{name}": text for name, text in transcripts.items()}}
+    for name, text in transcripts.items():
+        figures.update(table_figures(name, text))
+    for name in wall:
+        key = name.lstrip("-")
+        figures[f"{key}.wall_s"] = round(wall[name], 4)
+        figures[f"{key}.cpu_s"] = round(cpu[name], 4)
+        figures[f"{key}.wall_x_floor"] = round(wall[name] / wall["floor"], 3)
+        figures[f"{key}.cpu_x_floor"] = round(cpu[name] / cpu["floor"], 3)
+    write_results("front_door", figures, command=f"python -m bench.front_door --repeat {repeat} --record",
+                  notes="wall and CPU seconds are medians of interleaved runs; absolute times depend on the "
+                        "machine's load (environment.load_average), the ratios to the floor much less")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per command (median reported)")
     parser.add_argument("--code", type=Path, default=ROOT, help="the trtpipe checkout to measure")
+    parser.add_argument("--record", action="store_true", help="write bench/front_door/results.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="trtpipe-front-door-") as scratch:
         work = Path(scratch)
@@ -72,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         env.pop("TRTPIPE_DEBUG", None)
         todo = commands(work)
         timed(todo["cached"], work, env)  # fill the cache (untimed)
+        cache_mb = folder_mb(work / "cache")
+        transcripts = {name: transcript(work, env, name) for name in TRANSCRIPTS} if args.record else {}
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in todo}
         for _ in range(args.repeat):
             for name, command in todo.items():
@@ -88,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         failed |= target is not None and wall[name] >= target
         print(f"  {name:10} {wall[name]:8.3f} {wall[name] / wall['floor']:8.2f} {cpu[name]:8.3f} "
               f"{cpu[name] / cpu['floor']:8.2f}  {verdict}")
+    if args.record:
+        record(wall, cpu, args.repeat, transcripts, cache_mb)
     return 1 if failed else 0
 
 

@@ -19,12 +19,21 @@ Decisions:
   `all` means these four; the scenario kinds (seconds per case: a subprocess per run)
   are named explicitly, e.g. `--kind fs,sweep`, and get N each.
 - Scenario defects are counted per category (the mutation, with the issue item it finds).
+- `--record` merges this run's kinds into bench/fuzz/results.json (docs/figures.md): per kind
+  and seed `runs.<kind>.seed<S>.cases`, `.defects`, `.seconds`, `.load_1min` (the machine's load
+  when the kind ended); per kind the sums over its seeds (`<kind>.cases`, ..., `.per_case_s`);
+  the totals of the in-process kinds (`inprocess.*`) and of the scenario kinds (`scenarios.*`).
+  Merged, not overwritten: a long run is made as several `--kind`/`--seed` parts (in parallel,
+  or on several machines), and each part records itself; the same kind and seed recorded again
+  replaces its earlier figures. `--record-log LOG...` records finished runs from their printed
+  summary lines instead (a run started without `--record`).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -113,7 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutation", action="append", default=[],
                         help="fs/sweep: only these mutations (repeatable; default every one, in turn)")
     parser.add_argument("--verbose", action="store_true", help="fs/sweep: a line per case as it ends")
+    parser.add_argument("--record", action="store_true", help="merge this run's figures into bench/fuzz/results.json")
+    parser.add_argument("--record-log", nargs="+", type=Path, metavar="LOG",
+                        help="record finished runs from their printed output instead of running")
     args = parser.parse_args(argv)
+    if args.record_log:
+        record_logs(args.record_log)
+        return 0
     kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in (*KINDS, *SCENARIOS, "all")]
     if unknown:
@@ -135,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind, cases in plan.items():
             report = (scenarios(kind, cases, args.seed, root, tuple(args.mutation), args.verbose) if kind in SCENARIOS
                       else fuzz(kind, cases, args.seed, root))
+            report["load"] = os.getloadavg()[0]
             reports.append(report)
             print(f"{kind:9} cases {report['cases']:6}  defects {len(report['defects']):3}  "
                   f"{report['seconds']:7.1f} s", flush=True)
@@ -148,7 +164,65 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(r["cases"] for r in reports)
     found = sum(len(r["defects"]) for r in reports)
     print(f"total     cases {total:6}  defects {found:3}  {sum(r['seconds'] for r in reports):7.1f} s (seed {args.seed})")
+    if args.record:
+        record(reports, args.seed)
     return 1 if found else 0
+
+
+def record(reports: list[dict], seed: int) -> None:
+    """Merge finished kinds into bench/fuzz/results.json: per run `runs.<kind>.seed<S>.*`, and per kind
+    the sums over its recorded seeds (`<kind>.cases`, `.defects`, `.seconds`, `.per_case_s`)."""
+    import json
+
+    from bench.common.results import results_path, write_results
+
+    path = results_path("fuzz")
+    earlier = json.loads(path.read_text()) if path.exists() else {}
+    # a file converted from earlier saved figures (not a run's record) is replaced, never merged into
+    figures = {} if "converted_from" in earlier.get("environment", {}) else earlier.get("figures", {})
+    for report in reports:
+        run = f"runs.{report['kind']}.seed{seed}"
+        figures.update({f"{run}.cases": report["cases"], f"{run}.defects": len(report["defects"]),
+                        f"{run}.seconds": round(report["seconds"], 1)})
+        if report.get("load") is not None:
+            figures[f"{run}.load_1min"] = round(report["load"], 2)
+    for kind in (*KINDS, *SCENARIOS):
+        runs = sorted({key.rsplit(".", 1)[0] for key in figures if key.startswith(f"runs.{kind}.seed")})
+        if not runs:
+            continue
+        for fact in ("cases", "defects", "seconds"):
+            figures[f"{kind}.{fact}"] = round(sum(figures[f"{run}.{fact}"] for run in runs), 1)
+        figures[f"{kind}.per_case_s"] = round(figures[f"{kind}.seconds"] / max(1, figures[f"{kind}.cases"]), 3)
+    for group, kinds in (("inprocess", KINDS), ("scenarios", SCENARIOS)):
+        present = [k for k in kinds if f"{k}.cases" in figures]
+        if present:
+            figures[f"{group}.cases"] = sum(figures[f"{k}.cases"] for k in present)
+            figures[f"{group}.defects"] = sum(figures[f"{k}.defects"] for k in present)
+    write_results("fuzz", figures, command="python -m bench.fuzz --cases N --kind K --seed S --record "
+                                           "(or --record-log LOG: a finished run's printed summary), merged",
+                  notes="per kind: the sums over its recorded seeds (runs.<kind>.seed<S>: one run each, the latest "
+                        "recorded replaces an earlier one of the same kind and seed); seconds are each run's wall "
+                        "time, load_1min the load average when it ended (absent for runs read from a log)")
+
+
+SUMMARY = r"^(\w+)\s+cases\s+(\d+)\s+defects\s+(\d+)\s+([\d.]+) s$"
+TOTAL = r"^total\s+cases\s+\d+\s+defects\s+\d+\s+[\d.]+ s \(seed (-?\d+)\)$"
+
+
+def record_logs(paths: list[Path]) -> None:
+    """`--record-log`: record finished runs from what they printed (one or more runs per log, each ending
+    in its `total ... (seed S)` line), so a long run started without `--record` needs no rerun."""
+    import re
+
+    for path in paths:
+        pending: list[dict] = []
+        for line in path.read_text(errors="replace").splitlines():
+            if (found := re.match(SUMMARY, line)) and found.group(1) in (*KINDS, *SCENARIOS):
+                pending.append({"kind": found.group(1), "cases": int(found.group(2)),
+                                "defects": [None] * int(found.group(3)), "seconds": float(found.group(4))})
+            elif (total := re.match(TOTAL, line)) and pending:
+                record(pending, int(total.group(1)))
+                pending = []
 
 
 if __name__ == "__main__":

@@ -178,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-profile", action="store_true", help="do not sample RSS with stacks in the stages run")
     parser.add_argument("--keep", action="store_true", help="keep the model and outputs under --work-dir")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--record", action="store_true",
+                        help="also write bench/scale/results.json (the figures docs/reliability.md cites)")
     args = parser.parse_args(argv)
 
     work = args.work_dir.resolve()
@@ -249,7 +251,30 @@ def _summarise(runs: dict, size: int, files, args) -> int:
         figures["stages_steps"] = runs["stages"][-1]["report"]["steps"]
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if args.record:
+        _record(figures, args)
     return 0 if verdicts == ["PASS", "PASS"] else 1
+
+
+def _record(figures: dict, args) -> None:
+    """bench/scale/results.json: flat keys (docs/figures.md#scale), sizes in GB and GiB as the docs show them."""
+    from bench.common.results import write_results
+
+    model = figures["model"]
+    flat = {"model.layers": model["layers"], "model.hidden": model["hidden"], "model.nodes": model["nodes"],
+            "model.size_gb": round(model["size_bytes"] / 1e9, 3), "model.size_gib": round(model["size_bytes"] / GIB, 3),
+            "repeat": args.repeat, "memory_target": MEMORY_TARGET, "time_target": TIME_TARGET}
+    for label, values in figures["runs"].items():
+        flat.update({f"{label}.seconds": round(values["seconds"], 2), f"{label}.time_ratio": round(values["time_ratio"], 3),
+                     f"{label}.peak_gib": round(values["peak_bytes"] / GIB, 3),
+                     f"{label}.memory_ratio": round(values["memory_ratio"], 3), f"{label}.failed": len(values["failed"])})
+    for step in figures.get("stages_steps", []):
+        flat[f"stages.{step['step']}.seconds"] = round(step["seconds"], 2)
+        if "peak_rss_mib" in step:
+            flat[f"stages.{step['step']}.peak_gib"] = round(step["peak_rss_mib"] / 1024, 3)
+    write_results("scale", flat, command=f"python -m bench.scale --repeat {args.repeat} --record",
+                  notes="medians over `repeat` alternating runs; wall times depend on the machine's load "
+                        "(environment), the ratios to the baseline of the same run much less")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Run trtpipe on the models from the wild, as a new user would.
 
-    python -m bench.wild [--only NAME ...] [--recipes NAME ...] [--jobs N] [--timeout S] [--markdown bench/wild/WILD.md]
+    python -m bench.wild [--only NAME ...] [--recipes NAME ...] [--jobs N] [--timeout S] [--markdown bench/wild/WILD.md] [--record]
 
 For each catalogued model (`bench/wild/wild_models.py`): the trtpipe command line with the
 default config, and again with the model's fitting recipe (when it has one), each in a
@@ -193,7 +193,7 @@ def run_corpus(models: list[WildModel], jobs: int, timeout: float, root: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.wild.wild_report import console_table, environment, markdown
+    from bench.wild.wild_report import console_table, environment, markdown, result_figures
 
     parser = argparse.ArgumentParser(prog="python -m bench.wild", description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(BY_NAME), help="models to run")
@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, default=REPO / "bench" / "wild" / "WILD.md",
                         help="where to write the Markdown report ('-' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories (path printed)")
+    parser.add_argument("--record", action="store_true",
+                        help="also write bench/wild/results.json (the figures docs/wild.md cites)")
     args = parser.parse_args(argv)
     models = [BY_NAME[n] for n in args.only] if args.only else list(MODELS)
     for m in models:  # download first, so a network problem shows before any run
@@ -218,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     if str(args.markdown) != "-":
         args.markdown.write_text(markdown(outcomes, models, facts, environment(REPO), total, BENCH_OVERRIDES))
         print(f"report: {args.markdown}")
+    if args.record:
+        from bench.common.results import write_results
+        write_results("wild", result_figures(outcomes, models, total), command="python -m bench.wild --record",
+                      notes="one run per model and config, fresh cache each; shares in percent")
     if args.keep:
         print(f"run directories: {root}")
     else:

@@ -140,3 +140,22 @@ def markdown(outcomes, models, facts, env: dict, total_seconds: float, bench_ove
             if o.message != first.message:
                 out.append(f"   - {o.model}/{o.config}: {o.message}")
     return "\n".join(out) + "\n"
+
+
+def result_figures(outcomes, models, total_seconds: float) -> dict:
+    """bench/wild/results.json's figures (docs/wild.md cites them): per run `<model>/<config>.*`,
+    per model its size, and the totals. Shares in percent, as the docs show them."""
+    figures = {"runs": len(outcomes), "models": len(models), "seconds": round(total_seconds, 1),
+               "passed": sum(o.verdict == "passed" for o in outcomes),
+               "refused": sum(o.verdict == "refused" for o in outcomes),
+               "defects": sum(bool(o.defect) for o in outcomes)}
+    for m in models:
+        figures[f"{m.name}.size_mb"] = round(m.size / 1e6, 2)
+    for o in outcomes:
+        key = f"{o.model}/{o.config}"
+        if o.flop_share is not None:
+            figures[f"{key}.flop_share_pct"] = round(o.flop_share * 100, 2)
+        for name, value in (("casts", o.casts), ("fp32_nodes", o.fp32_nodes), ("exit", o.exit_code)):
+            if value is not None:
+                figures[f"{key}.{name}"] = value
+    return figures
