@@ -113,7 +113,7 @@ _BACKEND_TEXT = {
                      outputs="model.engine, layer_info.json"),
     "tensorrt_rtx": dict(product="TensorRT-RTX", missing="no TensorRT-RTX EP or no RTX GPU",
                          machine="a machine with an RTX GPU (sm86/sm89/sm120/sm121) and the NVIDIA driver",
-                         install="pip install 'trtpipe[rtx]'             # onnxruntime-ep-nv-tensorrt-rtx-cu12 "
-                                 "0.5.0, CUDA 12",
+                         install="pip install onnxruntime-ep-nv-tensorrt-rtx-cu12==0.5.0   # CUDA 12 "
+                                 "(trtpipe installed too)",
                          outputs="model_ctx.onnx (EPContext model)"),
 }

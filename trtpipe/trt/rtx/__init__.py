@@ -3,7 +3,7 @@
 NVIDIA's TensorRT-RTX is reached through its ONNX Runtime plugin execution provider,
 the `onnxruntime-ep-nv-tensorrt-rtx-cu12` wheel (pinned 0.5.0, CUDA 12; it bundles the
 TensorRT-RTX 1.7.1 libraries under NVIDIA's proprietary licence, so it is installed by
-name, `pip install 'trtpipe[rtx]'`, never vendored). The EP compiles the mixed-precision
+name, `pip install onnxruntime-ep-nv-tensorrt-rtx-cu12==0.5.0`, never vendored). The EP compiles the mixed-precision
 ONNX into an `EPContext` ONNX model whose node holds the engine, ahead of time for one RTX
 architecture (`nv_target_sm`). TensorRT-RTX is a different product from TensorRT 10/11:
 strongly typed only, RTX GPUs (sm86/sm89/sm120/sm121) only.

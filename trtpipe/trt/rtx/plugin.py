@@ -1,7 +1,7 @@
 """Where the TensorRT-RTX execution provider wheel is, and which versions it holds.
 
 Decisions:
-- Found as the installed `onnxruntime_ep_nv_tensorrt_rtx` package (`pip install 'trtpipe[rtx]'`),
+- Found as the installed `onnxruntime_ep_nv_tensorrt_rtx` package (`pip install onnxruntime-ep-nv-tensorrt-rtx-cu12==0.5.0`),
   or, when `$TRTPIPE_RTX_HOME` is set, in that folder (a `pip install --target` folder: how the
   bench/rtx oracle keeps the wheel out of the environment). The variable wins, so one run can
   name exactly which EP it builds with.
@@ -22,7 +22,7 @@ PACKAGE = "onnxruntime_ep_nv_tensorrt_rtx"
 PLUGIN = "libonnxruntime_providers_nv_tensorrt_rtx.so"
 EP_NAME = "NvTensorRTRTXExecutionProvider"
 HOME_VARIABLE = "TRTPIPE_RTX_HOME"
-INSTALL = f"pip install 'trtpipe[rtx]' (or pip install {DISTRIBUTION}=={PINNED}; CUDA 12)"
+INSTALL = f"pip install {DISTRIBUTION}=={PINNED} (CUDA 12; from a trtpipe clone: pip install '.[rtx]')"
 
 
 def package_dir() -> Path | None:
