@@ -121,3 +121,23 @@ def test_a_refused_model_is_reported_with_who_refused_it_and_why(tmp_path, graph
     assert result.verdict == verdict, result.reason
     assert all(w in result.reason for w in words), result.reason
     assert not result.as_planned
+
+
+def test_wild_models_through_the_alias_refusal_predicted_and_profiles_passed(tmp_path):
+    """`python -m bench.rtx_check` (the issue's name) on two wild models: ddddocr_int8 is refused
+    by the real parser on an integer op trtpipe's op check refused first (it counts), and
+    oww_melspectrogram builds only because trtpipe's profile reaches the EP (without it the EP
+    assumes a fully dynamic profile whose kOPT values make a Conv output negative)."""
+    _require_oracle()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+    done = subprocess.run([sys.executable, "-m", "bench.rtx_check", "--models", "ddddocr_int8", "oww_melspectrogram",
+                           "--keep", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "rtx: 2/2 models built, types as planned", done.stdout
+    int8 = next(ln for ln in lines if ln.startswith("ddddocr_int8"))
+    assert "refused by the parser" in int8 and "trtpipe's op check refused it first" in int8, int8
+    mel = next(ln for ln in lines if ln.startswith("oww_melspectrogram"))
+    assert "parsed, built" in mel and "node types as planned" in mel, mel
+    log = (tmp_path / "oww_melspectrogram" / "run" / "rtx" / "build_sm89.log").read_text()
+    assert "No explicit optimization profile" not in log

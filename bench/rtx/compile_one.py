@@ -1,6 +1,7 @@
 """Child process: compile one ONNX model with the real TensorRT-RTX EP, ahead of time.
 
     python -m bench.rtx.compile_one MODEL OUT --target sm89 --standins DIR --wheel-home DIR
+        [--shapes MIN OPT MAX]   (each "input:1x3x48x32,other:2x1x128", the EP's format)
 
 Runs inside bench/rtx/sandbox.py's namespace (the fake GPU) with the stand-in CUDA
 libraries (bench/rtx/standins.py) loaded first. Registers the plugin, compiles with
@@ -38,7 +39,19 @@ def _load(standins: Path, wheel_home: Path):
     return ort
 
 
-def compile_model(model: Path, out: Path, target: str, standins: Path, wheel_home: Path) -> dict:
+def provider_options(target: str, shapes: list[str] | None) -> dict:
+    """nv_target_sm, the detailed log, and the optimisation profile when one is given: without
+    it the EP assumes "a single profile with fully dynamic range", whose kOPT values break
+    shape constraints a real build (trtpipe's profiles) never meets."""
+    options = {"nv_target_sm": target, "nv_detailed_build_log": "1"}
+    if shapes:
+        for key, value in zip(("min", "opt", "max"), shapes):
+            options[f"nv_profile_{key}_shapes"] = value
+    return options
+
+
+def compile_model(model: Path, out: Path, target: str, standins: Path, wheel_home: Path,
+                  shapes: list[str] | None = None) -> dict:
     ort = _load(standins, wheel_home)
     gpus = [d for d in ort.get_ep_devices()
             if d.ep_name != "CPUExecutionProvider" and d.device.type == ort.OrtHardwareDeviceType.GPU]
@@ -46,7 +59,7 @@ def compile_model(model: Path, out: Path, target: str, standins: Path, wheel_hom
         return {"ok": False, "seconds": 0.0, "error": "the EP lists no GPU device (fake device not seen)"}
     options = ort.SessionOptions()
     options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    options.add_provider_for_devices(gpus[:1], {"nv_target_sm": target, "nv_detailed_build_log": "1"})
+    options.add_provider_for_devices(gpus[:1], provider_options(target, shapes))
     start = time.perf_counter()
     try:
         compiler = ort.ModelCompiler(options, str(model), embed_compiled_data_into_model=True)
@@ -64,8 +77,9 @@ def main(argv=None) -> int:
     parser.add_argument("--target", default="sm89")
     parser.add_argument("--standins", type=Path, required=True)
     parser.add_argument("--wheel-home", type=Path, required=True)
+    parser.add_argument("--shapes", nargs=3, metavar=("MIN", "OPT", "MAX"))
     args = parser.parse_args(argv)
-    result = compile_model(args.model, args.out, args.target, args.standins, args.wheel_home)
+    result = compile_model(args.model, args.out, args.target, args.standins, args.wheel_home, args.shapes)
     sys.stderr.flush()
     print(json.dumps(result), flush=True)
     return 0
