@@ -41,6 +41,7 @@ from bench.rtx import parser_log, plan_compare, sandbox, standins, subjects, whe
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = ("sm86", "sm89", "sm120", "sm121")   # what the EP's nv_target_sm accepts
 MARKDOWN = REPO / "bench" / "rtx" / "RTX.md"
+REASON_LIMIT = 1000   # the refusal's line in RTX.md; the console shows its first 300 characters
 
 
 @dataclass
@@ -81,7 +82,7 @@ class ModelResult:
             if self.trtpipe is not None and self.verdict.startswith("refused"):
                 told = ("  [trtpipe's op check refused it first: " + ", ".join(self.trtpipe.refused_ops) + "]"
                         if self.trtpipe.refused_ops else "  [NOT predicted: trtpipe's op check passed it]")
-            return f"{self.recipe:26s} {self.verdict}: {self.reason}{told}"
+            return f"{self.recipe:26s} {self.verdict}: {self.reason[:300]}{told}"
         c = self.comparison
         engine = f"{self.engine_seconds:.2f}s" if self.engine_seconds is not None else "?"
         return (f"{self.recipe:26s} parsed, built  engine {engine}  compile {self.compile_seconds:.2f}s  "
@@ -134,10 +135,10 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
         result.verdict, result.reason = "timed out", f"no answer after {timeout:g} s (--timeout)"
     elif not status:
         result.verdict = "refused"
-        result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:])
+        result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:], limit=REASON_LIMIT)
         result.refused_op = parser_log.refused_op(log)
     elif not status["ok"]:
-        result.verdict, result.reason = _refused_by(log), parser_log.reason(log, status["error"])
+        result.verdict, result.reason = _refused_by(log), parser_log.reason(log, status["error"], limit=REASON_LIMIT)
         result.refused_op = parser_log.refused_op(log)
     else:
         result.verdict = "built"

@@ -51,7 +51,7 @@ def markdown(results, target: str, seconds: float, repo: Path) -> str:
            f"Run {env['date']} on trtpipe code of commit `{env['commit']}` (last commit touching `trtpipe/`; "
            f"checkout `{env['head']}` on branch `{env['branch']}`), onnx {env['onnx']}, onnxruntime "
            f"{env['onnxruntime']}, {wheel.NAME} {wheel.VERSION} (TensorRT-RTX 1.7.1), target `{target}`; "
-           f"`python -m bench.rtx --target {target}`, {len(results)} models in {seconds:.0f} s on a 2-core "
+           f"`python -m bench.rtx_check --target {target}`, {len(results)} models in {seconds:.0f} s on a 2-core "
            f"machine without a GPU (stand-in CUDA libraries, a fake DRM device: bench/rtx/__init__.py).", "",
            "Per model: trtpipe's CLI with the model's config (sanitize, upgrade_opset, precision, build; the "
            "build stage's op check runs, then the build defers: no TensorRT here), then precision/model.onnx "
