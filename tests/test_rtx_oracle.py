@@ -233,3 +233,39 @@ def test_validate_hands_the_epcontext_engine_to_the_ep_which_needs_a_real_driver
                                                   "the EPContext engine model_ctx.onnx")
     assert "stand-in CUDA driver (bench/rtx): no device" in stages["validate"]["error"]
     assert "traceback" not in done.stdout + done.stderr
+
+
+def test_wild_models_through_the_alias_refusal_predicted_and_profiles_passed(tmp_path):
+    """`python -m bench.rtx_check` (the issue's name) on two wild models: ddddocr_int8 is refused
+    by the real parser on an integer op trtpipe's op check refused first (it counts), and
+    oww_melspectrogram builds only because trtpipe's profile reaches the EP (without it the EP
+    assumes a fully dynamic profile whose kOPT values make a Conv output negative)."""
+    _require_oracle()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+    done = subprocess.run([sys.executable, "-m", "bench.rtx_check", "--models", "ddddocr_int8", "oww_melspectrogram",
+                           "--keep", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "rtx: 2/2 models built, types as planned", done.stdout
+    int8 = next(ln for ln in lines if ln.startswith("ddddocr_int8"))
+    assert "refused by the parser" in int8 and "trtpipe's op check refused it first" in int8, int8
+    mel = next(ln for ln in lines if ln.startswith("oww_melspectrogram"))
+    assert "parsed, built" in mel and "node types as planned" in mel, mel
+    log = (tmp_path / "oww_melspectrogram" / "run" / "rtx" / "build_sm89.log").read_text()
+    assert "No explicit optimization profile" not in log
+
+
+def test_ops_mode_gives_per_type_verdicts_and_a_function_expansion_is_no_build():
+    """`python -m bench.rtx --ops Range Abs`: the real parser refuses FP16 Range (importRange takes
+    int32, int64 and float only); ONNX Runtime then inlines Range's ONNX function and the EP builds
+    the expansion, which must not count as Range built. Abs builds in every type."""
+    _require_oracle()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+    done = subprocess.run([sys.executable, "-m", "bench.rtx", "--ops", "Range", "Abs"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    rows = {ln.split(":")[0]: ln for ln in done.stdout.splitlines() if ln.startswith(("Range:", "Abs:"))}
+    assert rows["Range"].startswith("Range: FP32 built, FP16 refused by the parser (the EP then built ONNX Runtime's "
+                                    "expansion"), rows["Range"]
+    assert "importRange" in rows["Range"] or "ModelImporter" in rows["Range"]
+    assert rows["Abs"] == "Abs: FP32 built, FP16 built, BF16 built, INT32 built, INT64 built", rows["Abs"]

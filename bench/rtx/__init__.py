@@ -1,7 +1,11 @@
 """TensorRT-RTX as an oracle: the real ONNX parser and builder of NVIDIA's TensorRT-RTX
 1.7.1 (the pinned `onnxruntime-ep-nv-tensorrt-rtx-cu12` wheel) read every shipped recipe's
 precision output and build an engine ahead of time for an RTX architecture (sm89 by
-default), on a machine with no GPU and no NVIDIA driver. `python -m bench.rtx` (issue 23).
+default), on a machine with no GPU and no NVIDIA driver, and so does each model of the wild
+corpus (bench/wild) with its fitting recipe: `python -m bench.rtx` (= `python -m bench.rtx_check`,
+bench/rtx/check.py; table in bench/rtx/RTX.md). `python -m bench.rtx --ops` measures the parser
+op by op and element type by element type (bench/rtx/ops.py) into
+trtpipe/trt/parser/onnx_parser_ops_measured/ and docs/rtx-parser.md (issue 23).
 
 What is real: the parser, the builder, the engine bytes (an EPContext model).
 What is FAKED, and only here, in a child process: stand-in CUDA driver, NVML and CUDA

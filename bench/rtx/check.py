@@ -1,17 +1,26 @@
-"""`python -m bench.rtx`: every shipped recipe's precision output through the real
-TensorRT-RTX parser and builder, ahead of time for an RTX architecture, without a GPU.
+"""`python -m bench.rtx` (alias `python -m bench.rtx_check`): trtpipe's precision output
+through the real TensorRT-RTX parser and builder, ahead of time for an RTX architecture,
+without a GPU.
 
-    python -m bench.rtx [--target sm89] [--recipes NAME ...] [--keep DIR]
+    python -m bench.rtx [--target sm89] [--recipes NAME ...] [--wild | --no-wild]
+                        [--models NAME ...] [--keep DIR] [--markdown PATH]
 
-Per shipped recipe, on its built-in model: trtpipe's CLI runs sanitize -> upgrade_opset ->
-precision; a child process (bench/rtx/compile_one.py, in bench/rtx/sandbox.py's fake-GPU
-namespace with bench/rtx/standins.py's stand-in CUDA libraries) compiles
-precision/model.onnx with the EP; the parent reads the parser's per-node types from the
-captured log (trtpipe/trt/rtx/parser_log.py) and compares them with precision_plan.json
-(trtpipe/trt/rtx/plan_compare.py). Prints per model: built / refused (the parser's reason),
-engine generation and compile seconds, "N/N node types as planned"; last line
-`rtx: P/N models built, types as planned`. Exit 0 when every model built with every
-node as planned, 1 otherwise, 2 when the oracle cannot run (no wheel, no root, no gcc).
+Models (bench/rtx/subjects.py): every shipped recipe on its built-in model, and each model
+of the wild corpus (bench/wild/WILD.md) with its fitting recipe. `--recipes` picks
+recipes (and then leaves the wild corpus out unless `--wild`); `--models` picks wild
+models (and then leaves the built-in ones out unless `--recipes`); `--no-wild` leaves the
+wild corpus out. Per model: trtpipe's CLI runs sanitize -> upgrade_opset -> precision ->
+build (whose op check runs before it defers); a child process (bench/rtx/compile_one.py,
+in bench/rtx/sandbox.py's fake-GPU namespace with bench/rtx/standins.py's stand-in CUDA
+libraries) compiles precision/model.onnx with the EP; the parent reads the parser's
+per-node types from the captured log (trtpipe/trt/rtx/parser_log.py) and compares them with
+precision_plan.json (trtpipe/trt/rtx/plan_compare.py). Prints per model: parsed / built /
+refused (the parser's reason), engine generation and compile seconds, "N/N node types as
+planned"; last line `rtx: P/N models built, types as planned`. A model counts in P when it
+built with every node as planned, or when the real parser refused it and trtpipe's own op
+check had refused it first naming the same op (issue 23). Exit 0 when every model counts,
+1 otherwise, 2 when the oracle cannot run (no wheel, no root, no gcc).
+The full run (no selection) writes its table to bench/rtx/RTX.md (`--markdown`).
 """
 from __future__ import annotations
 
@@ -27,17 +36,18 @@ from pathlib import Path
 
 import onnx
 
-from bench.rtx import sandbox, standins, wheel
+from bench.rtx import sandbox, standins, subjects, wheel
 from trtpipe.config.build_schema import RTX_TARGET_SMS as TARGETS  # what the EP's nv_target_sm accepts
 from trtpipe.trt.rtx import parser_log, plan_compare
 
 REPO = Path(__file__).resolve().parents[2]
-STAGES = "stages=[sanitize,upgrade_opset,precision]"
+MARKDOWN = REPO / "bench" / "rtx" / "RTX.md"
+REASON_LIMIT = 1000   # the refusal's line in RTX.md; the console shows its first 300 characters
 
 
 @dataclass
 class ModelResult:
-    recipe: str
+    recipe: str                  # the row's label (recipe name, or wild model name)
     verdict: str = ""            # built | refused by the parser/builder/EP | trtpipe failed
     reason: str = ""
     engine_seconds: float | None = None
@@ -47,6 +57,9 @@ class ModelResult:
     outside_ep: list[str] = field(default_factory=list)   # compiled model's nodes that are not EPContext
     log_path: str = ""
     notes: list[str] = field(default_factory=list)
+    subject: subjects.Subject | None = None
+    trtpipe: subjects.TrtpipeRun | None = None
+    refused_op: str = ""         # the op the real parser/EP named when it refused
 
     @property
     def as_planned(self) -> bool:
@@ -54,9 +67,23 @@ class ModelResult:
         return (self.verdict == "built" and c is not None and c.as_planned == c.planned
                 and c.inserted_as_written == c.inserted and not self.outside_ep)
 
+    @property
+    def refusal_predicted(self) -> bool:
+        """Refused by the real parser, and trtpipe's op check refused the same op first."""
+        return (self.verdict.startswith("refused") and bool(self.refused_op) and self.trtpipe is not None
+                and self.refused_op in self.trtpipe.refused_ops)
+
+    @property
+    def counts(self) -> bool:
+        return self.as_planned or self.refusal_predicted
+
     def line(self) -> str:
         if self.verdict != "built":
-            return f"{self.recipe:26s} {self.verdict}: {self.reason}"
+            told = ""
+            if self.trtpipe is not None and self.verdict.startswith("refused"):
+                told = ("  [trtpipe's op check refused it first: " + ", ".join(self.trtpipe.refused_ops) + "]"
+                        if self.trtpipe.refused_ops else "  [NOT predicted: trtpipe's op check passed it]")
+            return f"{self.recipe:26s} {self.verdict}: {self.reason[:300]}{told}"
         c = self.comparison
         engine = f"{self.engine_seconds:.2f}s" if self.engine_seconds is not None else "?"
         return (f"{self.recipe:26s} parsed, built  engine {engine}  compile {self.compile_seconds:.2f}s  "
@@ -67,20 +94,7 @@ class ModelResult:
 
 
 def shipped_recipes() -> list[str]:
-    from trtpipe.config.locate import recipe_dirs
-    return sorted(p.stem for p in recipe_dirs()[0].glob("*.yaml"))
-
-
-def precision_output(recipe: str, work: Path) -> Path:
-    """Runs trtpipe's CLI up to the precision stage; returns the run directory."""
-    run = work / "run"
-    cmd = [sys.executable, "-m", "trtpipe", "--json", f"+recipe={recipe}", STAGES,
-           f"cache.dir={work / 'cache'}", f"hydra.run.dir={run}"]
-    done = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
-    if not (run / "precision" / "model.onnx").is_file():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"trtpipe exit {done.returncode}: {tail[0]}")
-    return run
+    return subjects.shipped_recipes()
 
 
 def _child_env(wheel_home: Path, standin_dir: Path) -> dict:
@@ -100,6 +114,9 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
     out.parent.mkdir(parents=True, exist_ok=True)
     child = [sys.executable, "-m", "bench.rtx.compile_one", str(model), str(out), "--target", target,
              "--standins", str(oracle["standins"]), "--wheel-home", str(oracle["wheel_home"])]
+    shapes = profile_shapes(run)
+    if shapes:
+        child += ["--shapes", *shapes]
     start = time.perf_counter()
     try:
         done = subprocess.run(sandbox.wrap(child, oracle["fake_drm"]), capture_output=True, text=True,
@@ -119,9 +136,11 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
         result.verdict, result.reason = "timed out", f"no answer after {timeout:g} s (--timeout)"
     elif not status:
         result.verdict = "refused"
-        result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:])
+        result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:], limit=REASON_LIMIT)
+        result.refused_op = parser_log.refused_op(log)
     elif not status["ok"]:
-        result.verdict, result.reason = _refused_by(log), parser_log.reason(log, status["error"])
+        result.verdict, result.reason = _refused_by(log), parser_log.reason(log, status["error"], limit=REASON_LIMIT)
+        result.refused_op = parser_log.refused_op(log)
     else:
         result.verdict = "built"
         # The whole graph on the EP: the compiled model holds only EPContext nodes.
@@ -130,6 +149,22 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
     if log.nodes:
         result.comparison = plan_compare.compare(plan, model, log)
     return result
+
+
+def profile_shapes(run: Path) -> list[str] | None:
+    """trtpipe's first optimisation profile for this build, as the build stage wrote it for
+    trtexec (build/trtexec.txt: `--minShapes=x:1x3x48x32 ...`), which is also the EP's
+    format; None when the build has none (static shapes) or the stage wrote no such file."""
+    text = run / "build" / "trtexec.txt"
+    if not text.is_file():
+        return None
+    found = {}
+    for line in text.read_text().splitlines():
+        for key in ("min", "opt", "max"):
+            flag = f"--{key}Shapes="
+            if line.strip().startswith(flag) and key not in found:
+                found[key] = line.strip()[len(flag):].rstrip(" \\")
+    return [found["min"], found["opt"], found["max"]] if len(found) == 3 else None
 
 
 def _refused_by(log: parser_log.ParserLog) -> str:
@@ -160,48 +195,82 @@ def prepare(tmp: Path, wheel_home: Path | None = None) -> dict:
             "env": _child_env(home, standin_dir)}
 
 
-def run(recipes: list[str], target: str, root: Path, timeout: float, echo=print) -> list[ModelResult]:
+def run(chosen: list[subjects.Subject], target: str, root: Path, timeout: float, echo=print) -> list[ModelResult]:
     oracle = prepare(root / "oracle")
     results = []
-    for recipe in recipes:
-        work = root / recipe
+    for subject in chosen:
+        work = root / subject.name
         work.mkdir(parents=True, exist_ok=True)
         try:
-            run_dir = precision_output(recipe, work)
+            trt = subjects.run_trtpipe(subject, work)
         except RuntimeError as exc:
-            result = ModelResult(recipe, verdict="trtpipe failed", reason=str(exc))
+            result = ModelResult(subject.name, verdict="trtpipe failed", reason=str(exc))
         else:
-            result = compile_and_compare(recipe, run_dir, oracle, target, timeout)
+            result = compile_and_compare(subject.name, trt.run_dir, oracle, target, timeout)
+            result.trtpipe = trt
+        result.subject = subject
         echo(result.line())
         if result.comparison:
             for d in result.comparison.disagreements[:8]:
                 echo(f"    {d}")
         results.append(result)
-    good = sum(r.as_planned for r in results)
+    good = sum(r.counts for r in results)
     echo(f"rtx: {good}/{len(results)} models built, types as planned")
     return results
 
 
+def choose(args) -> list[subjects.Subject]:
+    """The models to build, from --recipes / --models / --wild (see the module doc)."""
+    wild = args.wild if args.wild is not None else (bool(args.models) or not args.recipes)
+    recipes = args.recipes or ([] if args.models else shipped_recipes())
+    return subjects.builtin_subjects(recipes) + (subjects.wild_subjects(args.models) if wild else [])
+
+
 def main(argv=None) -> int:
+    from bench.wild.wild_models import BY_NAME
+
     parser = argparse.ArgumentParser(prog="python -m bench.rtx", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="sm89", choices=TARGETS, help="nv_target_sm (default sm89)")
-    parser.add_argument("--recipes", nargs="+", metavar="NAME", help="default: every shipped recipe")
+    parser.add_argument("--recipes", nargs="+", metavar="NAME", help="built-in models: these recipes only")
+    parser.add_argument("--wild", action=argparse.BooleanOptionalAction, default=None,
+                        help="include the wild corpus (default: yes, unless --recipes picks recipes)")
+    parser.add_argument("--models", nargs="+", metavar="NAME", choices=list(BY_NAME),
+                        help="wild models: these only")
     parser.add_argument("--keep", type=Path, help="keep run directories, logs and EPContext models here")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per compile")
+    parser.add_argument("--ops", nargs="*", metavar="OP",
+                        help="instead: the per-op table (bench/rtx/ops.py): every op of the parser lists, "
+                             "or these ops only (printed, nothing written)")
+    parser.add_argument("--markdown", type=Path,
+                        help=f"write the table here (default: {MARKDOWN.relative_to(REPO)} on a full run; '-': none)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("rtx: needs root (unshare -m shows the fake GPU in a private mount namespace); "
               "run as root, as CI does", file=sys.stderr)
         return 2
-    recipes = args.recipes or shipped_recipes()
+    if args.ops is not None:
+        from bench.rtx import ops
+        try:
+            return ops.main(args.target, args.ops or None, args.keep)
+        except (wheel.WheelUnavailable, RuntimeError) as exc:
+            print(f"rtx: cannot run the oracle: {exc}", file=sys.stderr)
+            return 2
+    full = not (args.recipes or args.models or args.wild is False)
+    markdown = args.markdown or (MARKDOWN if full else None)
+    started = time.perf_counter()
     try:
+        chosen = choose(args)
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
-            results = run(recipes, args.target, args.keep.resolve(), args.timeout)
+            results = run(chosen, args.target, args.keep.resolve(), args.timeout)
         else:
             with tempfile.TemporaryDirectory(prefix="bench-rtx-") as tmp:
-                results = run(recipes, args.target, Path(tmp), args.timeout)
+                results = run(chosen, args.target, Path(tmp), args.timeout)
     except (wheel.WheelUnavailable, RuntimeError) as exc:
         print(f"rtx: cannot run the oracle: {exc}", file=sys.stderr)
         return 2
-    return 0 if all(r.as_planned for r in results) else 1
+    if markdown and str(markdown) != "-":
+        from bench.rtx import report
+        markdown.write_text(report.markdown(results, args.target, time.perf_counter() - started, REPO))
+        print(f"report: {markdown}")
+    return 0 if all(r.counts for r in results) else 1

@@ -106,3 +106,21 @@ def test_no_override_is_offered_where_none_would_work():
             generate_inputs(model, {}, seed=0, iterations=1)
         fix = str(error.value).split("Fix:")[1]
         assert "data.path" in fix and "'" not in fix
+
+
+def test_placeholder_dim_params_become_independent_dynamic_dims_and_real_names_stay():
+    """Paddle2ONNX writes '?' for every unknown dim; TensorRT reads dims sharing a dim_param as one
+    size, so [?, 3, ?, ?] tied height to width and the real TensorRT-RTX builder refused ppocr_cls's
+    profile min [1,3,48,192] (issue 23, bench/rtx/RTX.md). "batch" is a deliberate equality and stays."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["?", 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, "?", "-1"])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    rewritten = input_dims.clear_non_positive_io_dims(model)
+    assert rewritten == ["x[0]", "x[2]", "x[3]", "y[2]", "y[3]"]
+    dims = [[(d.HasField("dim_value"), d.dim_param) for d in v.type.tensor_type.shape.dim]
+            for v in (model.graph.input[0], model.graph.output[0])]
+    assert dims == [[(False, ""), (True, ""), (False, ""), (False, "")],
+                    [(False, "batch"), (True, ""), (False, ""), (False, "")]]
+    profiles = checked_profiles(model, [{"x": {"min": [1, 3, 48, 192], "opt": [1, 3, 48, 192], "max": [8, 3, 48, 192]}}])
+    assert profiles[0]["x"]["max"] == [8, 3, 48, 192]

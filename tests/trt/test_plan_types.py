@@ -75,3 +75,40 @@ def test_the_printed_rule_is_a_valid_override():
     cfg = compose_checked(conf_dir(), ["+recipe=transformer_fp16", words[0]])
     rule = cfg.precision.rules["keep_gridsample"]
     assert (rule.match, rule.pattern, rule.precision) == ("op_type", "GridSample", "fp32")
+
+
+def _plan(*pairs):
+    return {"nodes": [{"name": f"/n{i}", "op_type": op, "precision": p} for i, (op, p) in enumerate(pairs)]}
+
+
+def test_on_tensorrt_11_the_real_parsers_measured_verdicts_correct_the_documented_list():
+    """Issue 23 item 2, measured by `python -m bench.rtx --ops` (TensorRT-RTX 1.7.1, single-op models,
+    trtpipe/trt/parser/onnx_parser_ops_measured/tensorrt_rtx-1.7.1.json): the 11.1 list gives GridSample
+    and NonZero FP32/FP16 only, yet the real parser built both in BF16 (Mish too is listed FP32/FP16, and
+    the real parser refused BF16 Mish: the finding stays); it gives ConvTranspose BF16, yet the real
+    builder refused a BF16 ConvTranspose whose FP32 twin built."""
+    from trtpipe.trt.parser import measured
+    from trtpipe.trt.parser.plan_types import measured_overrides
+
+    table = list_for("11.1", "test")
+    assert "BF16" not in table.ops["GridSample"]["types"] and "BF16" in table.ops["ConvTranspose"]["types"]
+    assert measured.built("GridSample", "BF16") and measured.built("NonZero", "BF16")
+    assert not measured.built("Mish", "BF16")
+    assert measured.type_refusal("ConvTranspose", "BF16") and measured.type_refusal("ConvTranspose", "FP16") is None
+    plan = _plan(("GridSample", "bf16"), ("NonZero", "bf16"), ("Mish", "bf16"), ("ConvTranspose", "bf16"),
+                 ("ConvTranspose", "fp16"))
+    findings = plan_precision_findings(plan, table)
+    assert [(f["op_type"], f["planned"], f["evidence"]) for f in findings] == \
+        [("ConvTranspose", "bf16", "measured"), ("Mish", "bf16", "documented")]
+    assert "TensorRT-RTX 1.7.1" in findings[0]["reason"] and "FP32 twin built" in findings[0]["reason"]
+    assert [(f["op_type"], f["planned"]) for f in measured_overrides(plan, table)] == \
+        [("GridSample", "bf16"), ("NonZero", "bf16")]
+
+
+def test_on_tensorrt_10_the_documented_list_stays_the_evidence():
+    from trtpipe.trt.parser.plan_types import measured_overrides
+
+    table = list_for("10.16", "test")
+    plan = _plan(("GridSample", "bf16"), ("ConvTranspose", "bf16"))
+    assert [(f["op_type"], f["evidence"]) for f in plan_precision_findings(plan, table)] == [("GridSample", "documented")]
+    assert measured_overrides(plan, table) == []

@@ -230,8 +230,9 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
     def dynamic_dims(model):
         rewritten = input_dims.clear_non_positive_io_dims(model)
         if rewritten:
-            logger.info("sanitize: non-positive dim_value written as a dynamic dim (ONNX Runtime would take "
-                        "0 literally): %s", ", ".join(rewritten))
+            logger.info("sanitize: non-positive dim_value or placeholder dim_param ('?') written as a dynamic dim "
+                        "(ONNX Runtime would take 0 literally; TensorRT reads dims sharing a name as one size): %s",
+                        ", ".join(rewritten))
         return model, {"dynamic_dims_made_explicit": rewritten}
 
     def unique_names(model):

@@ -68,6 +68,11 @@ def shape_text(shown: Sequence | None) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shown) + "]"
 
 
+def is_placeholder_name(dim_param: str) -> bool:
+    """A dim_param that names nothing: no letter or underscore ("?", "-1")."""
+    return not any(c.isalpha() or c == "_" for c in dim_param)
+
+
 def clear_non_positive_io_dims(model: onnx.ModelProto) -> list[str]:
     """Rewrite `dim_value <= 0` of the main graph's inputs and outputs as a dim with no field; in place.
 
@@ -75,6 +80,13 @@ def clear_non_positive_io_dims(model: onnx.ModelProto) -> list[str]:
     refused: "Expected: 0"), while it and TensorRT's parser read an empty dim as
     dynamic. Written as what it means, the model runs everywhere with the sizes
     the sample data and profiles give. Returns "input[axis]" for each dim rewritten.
+
+    Decision: a placeholder dim_param ("?", which Paddle2ONNX writes for every unknown
+    dim) is cleared the same way. TensorRT reads dims sharing a dim_param as one size, so
+    `x: [?, 3, ?, ?]` would tie height to width: the real TensorRT-RTX builder refused
+    ppocr_cls with the profile min [1,3,48,192] "Input dimensions with this name have
+    different constant values" (issue 23, bench/rtx/RTX.md). A real name ("batch") is a
+    deliberate equality and stays.
     """
     rewritten = []
     for value in [*model.graph.input, *model.graph.output]:
@@ -83,5 +95,8 @@ def clear_non_positive_io_dims(model: onnx.ModelProto) -> list[str]:
         for axis, dim in enumerate(value.type.tensor_type.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value <= 0:
                 dim.ClearField("dim_value")
+                rewritten.append(f"{value.name}[{axis}]")
+            elif dim.HasField("dim_param") and is_placeholder_name(dim.dim_param):
+                dim.ClearField("dim_param")
                 rewritten.append(f"{value.name}[{axis}]")
     return rewritten

@@ -11,7 +11,7 @@ from trtpipe.stages.base import Stage, StageOutcome
 class SanitizeModel(Stage):
     name = "sanitize"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "5"
+    version = "6"
     consumes = ("model",)
     # `reference`: the same file, kept by kind so validate compares against the sanitized
     # model even after later stages replace `model`.

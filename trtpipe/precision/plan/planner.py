@@ -37,6 +37,7 @@ from trtpipe.precision.auto.evidence_groups import group_decisions, moment_tenso
 from trtpipe.precision.cut.fewest_casts import fewest_casts
 from trtpipe.precision.auto.group_inputs import fp32_groups, input_decisions
 from trtpipe.precision.auto.masked_additions import masked_additions
+from trtpipe.precision.materialize.type_rules import op_type_rules, opset_versions
 from trtpipe.precision.network.network import Network
 from trtpipe.precision.auto.norm_groups import normalization_groups
 from trtpipe.precision.auto.saturating_chains import REASON as SATURATION_REASON, find_chains
@@ -152,9 +153,35 @@ def _check_effective(matches: list[RuleMatch], decisions: dict[str, Decision], o
         log.warning("%s (ignored: precision.on_unmatched=warn)", message)
 
 
+def _typed_by_attribute(net: Network, name: str) -> bool:
+    """Every float output is bound to a type variable no input shares, and an attribute sets it: the
+    op has no float input (ConstantOfShape's `value`, RandomNormal's `dtype`) or carries `dtype`
+    (EyeLike, RandomNormalLike). The materialiser keeps such a type (node_types.py), so a plan saying
+    fp16 there would be a label the model does not have (the TensorRT-RTX parser logged FLOAT for
+    nudenet's "fp16" ConstantOfShape nodes, issue 23). `Constant` is not one: its value is a weight
+    the materialiser converts."""
+    node = net.nodes[name]
+    if node.op_type == "Constant":
+        return False
+    rules = op_type_rules(node.domain, node.op_type, opset_versions(net.model).get(node.domain, 1))
+    outputs = [i for i, t in enumerate(node.output) if t and net.is_float(t)]
+    if rules is None or not outputs:
+        return False
+    bound = {p.type_str for p in rules.inputs}
+    for index in outputs:
+        parameter = rules.output_parameter(index)
+        if parameter is None or not rules.is_type_variable(parameter.type_str) or parameter.type_str in bound:
+            return False
+    float_input = any(t and net.is_float(t) for t in node.input)
+    return not float_input or any(a.name == "dtype" for a in node.attribute)
+
+
 def _initial(net: Network, name: str, default: str, authored: dict[str, str]) -> Decision:
     if net.op_type(name) == "Cast":
         return Decision("keep", "Cast: kept as authored", "structure")
+    if _typed_by_attribute(net, name):
+        return Decision("keep", f"{net.op_type(name)}: its output type is set by an attribute, which the "
+                                f"materialiser keeps (like a Cast's `to`)", "structure")
     if net.is_control_flow(name):
         return control_flow_initial()
     if not net.computes_float(name):

@@ -50,6 +50,7 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
         from trtpipe.trt.parser import plan_types
 
         report["plan_precision"] = plan_types.plan_precision_findings(plan, table)
+        report["plan_precision_measured"] = plan_types.measured_overrides(plan, table)
         if report["plan_precision"]:
             log.warning("build: the plan's precision vs TensorRT %s's parser types: %s (see build/%s)",
                         table.tensorrt_version, plan_types.one_line(report["plan_precision"]), REPORT)

@@ -13,6 +13,12 @@ Decisions:
 - A finding is a warning in build/parser_support.json (`plan_precision`) and one log
   line, not an error: the list documents what the importer is tested with, and some
   importers cast; the rule to pin such ops in FP32 is printed with it.
+- For TensorRT 11 and later the real parser's measured verdicts (trtpipe/trt/parser/measured.py,
+  TensorRT-RTX 1.7.1) correct the documentation: a type the list omits but the real parser
+  built is no finding (recorded by `measured_overrides`: BF16 GridSample/NonZero, FP16/BF16
+  STFT were built); a type the list gives but the real parser refused while it built the op in
+  FP32 is one (BF16 ConvTranspose, GRU, HardSwish, LpNormalization; FP16/BF16 Celu, Range), with the
+  measured reason.
 """
 
 from __future__ import annotations
@@ -25,22 +31,58 @@ PLAN_TYPES = {"fp16": "FP16", "bf16": "BF16"}
 NODES_LISTED = 20
 
 
+def _verdict(op_type: str, wanted: str, entry: Mapping, table: ParserOps) -> tuple[str, str] | None:
+    """(evidence, reason) when the parser will not take `op_type` in `wanted`; None when it will."""
+    from trtpipe.trt.parser import measured
+
+    real = measured.applies_to(table.tensorrt_version)
+    if wanted not in entry["types"]:
+        if real and measured.built(op_type, wanted):
+            return None
+        return ("documented", f"TensorRT {table.tensorrt_version}'s ONNX parser lists {op_type} for "
+                              f"{', '.join(entry['types'])}, not {wanted}")
+    refusal = measured.type_refusal(op_type, wanted) if real else None
+    if refusal:
+        return ("measured", f"TensorRT {table.tensorrt_version}'s list gives {op_type} {wanted}, but the real "
+                            f"{measured.label()} parser refused a single-op {wanted} {op_type} whose FP32 twin built "
+                            f"({refusal[:200]})")
+    return None
+
+
+def measured_overrides(plan: Mapping, table: ParserOps) -> list[dict]:
+    """(op type, planned precision) pairs the documented list omits but the real parser built
+    (measured.py): not findings, recorded so the report shows why the documentation was overruled."""
+    from trtpipe.trt.parser import measured
+
+    if not measured.applies_to(table.tensorrt_version):
+        return []
+    seen = {}
+    for node in plan.get("nodes", []):
+        wanted = PLAN_TYPES.get(node.get("precision"))
+        entry = table.ops.get(node.get("op_type", ""))
+        if (wanted and entry and entry.get("supported") and entry.get("types") and wanted not in entry["types"]
+                and measured.built(node["op_type"], wanted)):
+            seen.setdefault((node["op_type"], node["precision"]), {
+                "op_type": node["op_type"], "planned": node["precision"], "parser_types": list(entry["types"]),
+                "measured": f"built by {measured.label()} (single-op {wanted} model, python -m bench.rtx --ops)"})
+    return sorted(seen.values(), key=lambda f: (f["op_type"], f["planned"]))
+
+
 def plan_precision_findings(plan: Mapping, table: ParserOps) -> list[dict]:
-    """One finding per (op type, planned precision) the parser's list does not take, with its nodes."""
+    """One finding per (op type, planned precision) the parser will not take, with its nodes."""
     findings: dict[tuple[str, str], dict] = {}
     for node in plan.get("nodes", []):
         wanted = PLAN_TYPES.get(node.get("precision"))
         entry = table.ops.get(node.get("op_type", ""))
         if wanted is None or not entry or not entry.get("supported") or not entry.get("types"):
             continue
-        if wanted in entry["types"]:
+        verdict = _verdict(node["op_type"], wanted, entry, table)
+        if verdict is None:
             continue
         key = (node["op_type"], node["precision"])
         finding = findings.setdefault(key, {
             "op_type": node["op_type"], "planned": node["precision"], "parser_types": list(entry["types"]),
-            "reason": f"TensorRT {table.tensorrt_version}'s ONNX parser lists {node['op_type']} for "
-                      f"{', '.join(entry['types'])}, not {wanted}",
-            "count": 0, "nodes": []})
+            "evidence": verdict[0], "reason": verdict[1], "count": 0, "nodes": []})
         finding["count"] += 1
         if len(finding["nodes"]) < NODES_LISTED:
             finding["nodes"].append(node["name"])

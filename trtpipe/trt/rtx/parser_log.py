@@ -26,7 +26,11 @@ _STAMP = re.compile(r"^\d{4}-\d\d-\d\d ")
 # Lines that explain a refusal: the parser's errors (its op checks, "In node ..."), the EP's
 # "Unsupported data type ..."; not ORT's generic "fallback to CPU EP has been disabled".
 _REFUSAL = re.compile(r"(  ERROR\]|Assertion failed|In node|Unsupported|unsupported|not supported)")
-_GENERIC = re.compile(r"fallback to CPU EP has been explicitly disabled|GetCapability\(\) for .* failed with error")
+# Also not: the CUDA error TensorRT-RTX reports on its error path after a build fails
+# ("catchCudaError ... cudaError 35"): the stand-in driver has no device (bench/rtx/standins),
+# so that line says nothing about the model; the error before it does.
+_GENERIC = re.compile(r"fallback to CPU EP has been explicitly disabled|GetCapability\(\) for .* failed with error"
+                      r"|catchCudaError")
 
 
 @dataclass
@@ -102,3 +106,18 @@ def reason(log: ParserLog, error: str, limit: int = 300) -> str:
     if where and where not in text:
         text = f"{text} (node {where})"
     return " ".join(text.split())[:limit]
+
+
+_WHILE_OP = re.compile(r"While parsing node number \d+ \[(?P<op>[A-Za-z0-9_]+)")
+_CHECK = re.compile(r"In function check(?P<op>[A-Z][A-Za-z0-9_]*)")
+
+
+def refused_op(log: ParserLog) -> str:
+    """The op type the parser named when it refused ("While parsing node number 3 [ConvInteger
+    -> ...]", else "In function checkConvInteger"), or ''."""
+    for pattern in (_WHILE_OP, _CHECK):
+        for line in log.refusal_lines:
+            found = pattern.search(line)
+            if found:
+                return found["op"]
+    return ""
