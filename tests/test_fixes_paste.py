@@ -264,9 +264,8 @@ PROSE = {
     'trtpipe/search/fp32_set.py:search_fp32_set: max_trials is {}': INTERNAL,
     "trtpipe/search/fp32_set.py:split_plan: the precision decisions do not match the model's nodes ({} node(s) without a decision)": CHOICE,
     "trtpipe/stages/__init__.py:stage_class: 'stages' lists '{}', which is not a trtpipe stage": CHOICE,
-    'trtpipe/stages/build.py:_deferred: build: no engine can be built here: {} (build.on_missing=error demands one). Fix: {}': TENSORRT,
-    'trtpipe/stages/build_rtx.py:_deferred: build: no TensorRT-RTX engine can be built here: {} '
-    '(build.on_missing=error demands one). Fix: {}': TENSORRT,
+    'trtpipe/stages/build.py:deferred_outcome: build: no {} can be built here: {} (build.on_missing=error demands one). '
+    'Fix: {}': TENSORRT,
     'trtpipe/stages/build.py:run: <constraints_unavailable(environment.tensorrt)>': TENSORRT,
     'trtpipe/trt/builder.py:_pool: build.memory_pool_limits names the pool {}': TENSORRT,
     'trtpipe/trt/builder.py:build_engine: <constraints_unavailable(trt.__version__)>': TENSORRT,

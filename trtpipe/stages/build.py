@@ -154,7 +154,7 @@ class BuildEngine(Stage):
             # build_on_gpu.py gets no data: it builds with the profile written out.
             config = {**config, "profiles": profiles}
         if not availability.available:
-            return with_parser_fact(_deferred(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
+            return with_parser_fact(deferred_outcome(availability, config, model_sha, artifact_digest(Path(inputs["plan"])),
                                           out_dir), parser_fact, derived and profiles)
         if options.precision_mode == "constraints" and (environment.tensorrt_major or 0) >= 11:
             from trtpipe.trt.builder import constraints_unavailable
@@ -219,19 +219,22 @@ def _replace(options, **changes):
     return replace(options, **changes)
 
 
-def _deferred(availability, config: Mapping, model_sha: str, plan_sha: str, out_dir: Path) -> StageOutcome:
+def deferred_outcome(availability, config: Mapping, model_sha: str, plan_sha: str, out_dir: Path,
+                     what: str = "engine", finish: str | None = None, details: Mapping | None = None) -> StageOutcome:
+    """The deferred build of either backend: the GPU machine's script and one summary line whose
+    `finish` says how to complete it (default: TensorRT's trtexec commands and the script)."""
     from trtpipe.trt.deferred import SCRIPT_NAME, build_script
 
     if config["on_missing"] == "error":
-        raise StageFailed(f"build: no engine can be built here: {availability.problem} "
+        raise StageFailed(f"build: no {what} can be built here: {availability.problem} "
                           f"(build.on_missing=error demands one). Fix: {availability.fix}")
     (out_dir / SCRIPT_NAME).write_text(build_script(model_sha, plan_sha, config))
+    finish = finish or f"trtexec commands: build/{TRTEXEC}; on a GPU machine: python build/{SCRIPT_NAME}"
     return StageOutcome(
         outputs={"trtexec": TRTEXEC, "build_script": SCRIPT_NAME},
         status="deferred",
-        summary=f"DEFERRED, no engine built: {availability.problem}. trtexec commands: build/{TRTEXEC}; "
-                f"on a GPU machine: python build/{SCRIPT_NAME}",
-        details={"problem": availability.problem, "fix": availability.fix},
+        summary=f"DEFERRED, no {what} built: {availability.problem}. {finish}",
+        details={"problem": availability.problem, "fix": availability.fix, **(details or {})},
     )
 
 

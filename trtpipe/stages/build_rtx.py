@@ -66,19 +66,12 @@ def run_rtx(inputs: Mapping[str, Path], config: Mapping, out_dir: Path, model, p
 
 
 def _deferred(availability, config: Mapping, model_sha: str, plan_sha: str, out_dir: Path) -> StageOutcome:
-    from trtpipe.trt.deferred import SCRIPT_NAME, build_script
+    from trtpipe.stages.build import deferred_outcome
+    from trtpipe.trt.deferred import SCRIPT_NAME
 
-    if config["on_missing"] == "error":
-        raise StageFailed(f"build: no TensorRT-RTX engine can be built here: {availability.problem} "
-                          f"(build.on_missing=error demands one). Fix: {availability.fix}")
-    (out_dir / SCRIPT_NAME).write_text(build_script(model_sha, plan_sha, config))
-    return StageOutcome(
-        outputs={"trtexec": TRTEXEC, "build_script": SCRIPT_NAME},
-        status="deferred",
-        summary=f"DEFERRED, no TensorRT-RTX engine built: {availability.problem}. To finish {availability.fix}, "
-                f"then python build/{SCRIPT_NAME}",
-        details={"problem": availability.problem, "fix": availability.fix, "backend": "tensorrt_rtx"},
-    )
+    return deferred_outcome(availability, config, model_sha, plan_sha, out_dir, what="TensorRT-RTX engine",
+                            finish=f"To finish {availability.fix}, then python build/{SCRIPT_NAME}",
+                            details={"backend": "tensorrt_rtx"})
 
 
 def _built(result, plan: Mapping, model, config: Mapping, target: str, out_dir: Path) -> StageOutcome:
