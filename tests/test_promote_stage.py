@@ -24,3 +24,21 @@ def test_empty_selection_copies_the_model_and_its_external_data(tmp_path):
     outcome = PromoteOutputs().run({"model": source}, config, out)
     assert outcome.summary == "nothing to promote"
     assert numpy_helper.to_array(load_model(out / "model.onnx").graph.initializer[0]).max() == 3.0
+
+
+def test_a_promoted_cast_precision_inserted_is_compared_with_the_tensor_it_casts(tmp_path):
+    """A regex like '.*MatMul.*' also matches precision's `t/cast_to_fp32`, a tensor only the
+    candidate computes: validate compares it with the reference's `t` (a Cast changes the type,
+    not the value). Before: validate ended with KeyError, exit 1 ("internal error")."""
+    import json
+
+    from trtpipe import api
+
+    result = api.run(["+recipe=transformer_fp16", "stages=[sanitize,upgrade_opset,precision,promote_outputs,validate]",
+                      "promote_outputs.match=regex", "promote_outputs.tensors=['.*MatMul.*']",
+                      f"cache.dir={tmp_path / 'cache'}"], run_dir=tmp_path / "run", start_dir=tmp_path)
+    assert result.ok
+    validation = json.loads((tmp_path / "run" / "validate" / "validation.json").read_text())
+    compared = validation["candidates"][0]["outputs"]
+    casts = [name for name in compared if name.endswith("/cast_to_fp32")]
+    assert casts and all(compared[name] is not None for name in casts)

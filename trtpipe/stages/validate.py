@@ -67,9 +67,10 @@ class ValidateAccuracy(Stage):
         reference_outputs = {value.name for value in reference_model.graph.output}
         # Promoted intermediates are compared too: the reference exposes them when needed,
         # and a promoted `t__fp32` output is compared with the reference's tensor `t`.
-        promoted = read_promoted_outputs(candidate_model)
-        wanted = {promoted.get(name, name) for name in outputs} - reference_outputs
         produced = {out for node in reference_model.graph.node for out in node.output}
+        promoted = _reference_names(outputs, read_promoted_outputs(candidate_model), candidate_model,
+                                    produced | reference_outputs)
+        wanted = {promoted.get(name, name) for name in outputs} - reference_outputs
         # Decision: with the plot on, localisation runs in any case, so both models expose
         # their intermediates from the start and localisation reuses the first iteration
         # (one session and one emulation per model instead of two; exposing changes no
@@ -158,6 +159,26 @@ def _is_epcontext(engine: Path) -> bool:
     from trtpipe.trt.rtx.runner import is_epcontext
 
     return is_epcontext(engine)
+
+
+def _reference_names(outputs: list[str], promoted: dict[str, str], candidate_model, in_reference: set[str]) -> dict:
+    """Candidate output -> the reference tensor it is compared with: a promoted `t__fp32` is `t`
+    (promote_outputs' record); a tensor the reference does not compute because a Cast made it
+    in the candidate (precision's `t/cast_to_fp32`, promoted by a regex) is the tensor that Cast
+    reads, followed back through Casts until the reference has it. Decision: a Cast changes the
+    type, not the value, so the reference's `t` is what that output must equal; before, such an
+    output ended validate with a KeyError."""
+    casts = {node.output[0]: node.input[0] for node in candidate_model.graph.node if node.op_type == "Cast"}
+    names = {}
+    for name in outputs:
+        source = promoted.get(name, name)
+        seen = set()
+        while source not in in_reference and source in casts and source not in seen:
+            seen.add(source)
+            source = casts[source]
+        if source != name:
+            names[name] = source
+    return names
 
 
 def _by_candidate_name(reference: dict, outputs: list[str], promoted: dict[str, str]) -> dict:

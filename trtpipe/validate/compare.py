@@ -225,6 +225,8 @@ def _output_verdict(output, reference_runs, candidate_runs, tolerance: Tolerance
     for index, (reference, candidate) in enumerate(zip(reference_runs, candidate_runs)):
         if output not in candidate:
             return OutputVerdict(None, False, [f"the candidate has no output {output!r}"])
+        if output not in reference:
+            return OutputVerdict(None, False, [f"the reference model computes no tensor {output!r} to compare it with"])
         (ref, ref_shape), (cand, cand_shape) = _comparable(reference[output]), _comparable(candidate[output])
         if ref_shape != cand_shape:
             reason = f"shape {cand_shape} differs from the reference's {ref_shape}"
