@@ -269,3 +269,30 @@ def test_ops_mode_gives_per_type_verdicts_and_a_function_expansion_is_no_build()
                                     "expansion"), rows["Range"]
     assert "importRange" in rows["Range"] or "ModelImporter" in rows["Range"]
     assert rows["Abs"] == "Abs: FP32 built, FP16 built, BF16 built, INT32 built, INT64 built", rows["Abs"]
+
+
+@pytest.mark.parametrize(("op", "read_y", "name_y", "verdict"), [
+    ("LSTM", False, False, "parsed, refused by the builder"),   # Y omitted: graphScope.cpp:463
+    ("LSTM", False, True, "parsed, refused by the builder"),    # Y named, unread: graphScope.cpp:471
+    ("GRU", False, False, "parsed, refused by the builder"),
+    ("LSTM", True, False, "built"),
+])
+def test_the_builder_refuses_a_recurrent_node_in_an_if_with_y_unread_as_trtpipe_predicts(tmp_path, op, read_y,
+                                                                                       name_y, verdict):
+    """The measurement behind trtpipe/trt/parser/builder_limits.py, on models built here
+    (tests/trt/recurrent_models.py): the real builder stops on the limit's signature, the
+    refusal is attributed to the op, and reading Y builds."""
+    from tests.trt.recurrent_models import recurrent_model
+    from trtpipe.trt.parser import builder_limits
+
+    _require_oracle()
+    run = tmp_path / "run"
+    (run / "precision").mkdir(parents=True)
+    onnx.save(recurrent_model(op, read_y=read_y, name_y=name_y), run / "precision" / "model.onnx")
+    (run / "precision" / "precision_plan.json").write_text(
+        json.dumps({"nodes": [{"name": "if", "op_type": "If", "precision": "none"}]}))
+    result = check.compile_and_compare(op, run, check.prepare(tmp_path / "oracle"), "sm89", 300)
+    assert result.verdict == verdict, result.reason
+    if verdict != "built":
+        assert builder_limits.RECURRENT_Y_UNREAD_IN_IF.signature in result.reason, result.reason
+        assert result.refused_op == op

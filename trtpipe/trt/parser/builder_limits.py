@@ -5,10 +5,12 @@ parser's list (build/parser_support.json, a finding with `"stage": "builder"`).
 The one limit known (measured on TensorRT-RTX 1.7.1 with `python -m bench.rtx`, issue 23):
 an LSTM or GRU inside an If branch whose first output `Y` no node reads (the graph uses only
 `Y_h`/`Y_c`, as PyTorch's `nn.LSTMCell`/`nn.GRUCell` exports do) parses, then the builder
-stops with an internal error, `[graphScope.cpp::analyze::471] Error Code 2: Internal Error
-(Assertion tScope.getType() != ScopeType::kUNDEFINED failed.)`: the parser builds the node as
-an ILoop inside the IIfConditional, and the loop's output for `Y` is left in no scope. The
-same node builds when `Y` is read, and at the top level (outside any If) with `Y` unread.
+stops with an internal error of its graph-scope analysis: `[graphScope.cpp::analyze::471]
+Error Code 2: Internal Error (Assertion tScope.getType() != ScopeType::kUNDEFINED failed.)`
+when `Y` is named and unread, `[graphScope.cpp::analyze::463] ... Assertion
+mScopedOp2Scopes.contains(childScopedOp) failed` when `Y` is omitted (`""`). The parser builds
+the node as an ILoop inside the IIfConditional; the loop output for `Y` is left in no scope.
+The same node builds when `Y` is read, and at the top level (outside any If) with `Y` unread.
 Measured on single-node models (tests/trt/test_builder_limits.py builds them): LSTM and GRU
 in an If with `Y` unread refused, with `Y` read built; the real case is Silero VAD's decoder
 (bench/wild, `silero_vad`). RNN was not measured, so it is not claimed.
@@ -42,11 +44,11 @@ class BuilderLimit:
 RECURRENT_Y_UNREAD_IN_IF = BuilderLimit(
     key="recurrent_y_unread_in_if",
     op_types=("LSTM", "GRU"),
-    signature="Assertion tScope.getType() != ScopeType::kUNDEFINED",
+    signature="[graphScope.cpp::analyze::",
     reason=("inside an If branch with its output Y read by no node: the parser takes it, the builder stops "
-            "(measured on TensorRT-RTX 1.7.1: [graphScope.cpp::analyze::471] Internal Error, Assertion "
-            "tScope.getType() != ScopeType::kUNDEFINED failed); the same node builds when Y is read or "
-            "when it is outside the If"),
+            "(measured on TensorRT-RTX 1.7.1: an internal error, [graphScope.cpp::analyze::471] Assertion "
+            "tScope.getType() != ScopeType::kUNDEFINED failed, or ::463 when Y is omitted); the same node "
+            "builds when Y is read or when it is outside the If"),
 )
 
 
