@@ -296,3 +296,23 @@ def test_the_builder_refuses_a_recurrent_node_in_an_if_with_y_unread_as_trtpipe_
     if verdict != "built":
         assert builder_limits.RECURRENT_Y_UNREAD_IN_IF.signature in result.reason, result.reason
         assert result.refused_op == op
+
+
+def test_trtpipe_s_own_rtx_build_names_the_builder_not_a_parser_error_of_an_if_body(tmp_path):
+    """Silero VAD (bench/wild) with build.unsupported=warn past the op check's builder limit, built by
+    trtpipe's tensorrt_rtx backend in the sandbox: the stage says the builder refused it, with the
+    builder's assertion, not the EP's failed standalone parse of an If body ("Invalid Node ... LSTM")."""
+    from bench.wild.wild_models import BY_NAME, fetch
+
+    _require_oracle()
+    model = BY_NAME["silero_vad"]
+    path = fetch(model.name)
+    done = _trtpipe(tmp_path, "run", f"model.path={path}", "stages=[sanitize,upgrade_opset,precision,build]",
+                    *model.overrides, "build.unsupported=warn", "build.backend=tensorrt_rtx",
+                    "build.rtx.target_sm=sm89", sandboxed=True, oracle=check.prepare(tmp_path / "oracle"))
+    assert done.returncode != 0, done.stdout + done.stderr[-3000:]
+    build = next(s for s in json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
+                 if s["name"] == "build")
+    assert build["status"] == "failed"
+    assert "parsed, refused by the builder: [graphScope.cpp::analyze::471]" in build["error"], build["error"]
+    assert "Invalid Node" not in build["error"]
