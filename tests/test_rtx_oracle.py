@@ -269,3 +269,50 @@ def test_ops_mode_gives_per_type_verdicts_and_a_function_expansion_is_no_build()
                                     "expansion"), rows["Range"]
     assert "importRange" in rows["Range"] or "ModelImporter" in rows["Range"]
     assert rows["Abs"] == "Abs: FP32 built, FP16 built, BF16 built, INT32 built, INT64 built", rows["Abs"]
+
+
+@pytest.mark.parametrize(("op", "read_y", "name_y", "verdict"), [
+    ("LSTM", False, False, "parsed, refused by the builder"),   # Y omitted: graphScope.cpp:463
+    ("LSTM", False, True, "parsed, refused by the builder"),    # Y named, unread: graphScope.cpp:471
+    ("GRU", False, False, "parsed, refused by the builder"),
+    ("LSTM", True, False, "built"),
+])
+def test_the_builder_refuses_a_recurrent_node_in_an_if_with_y_unread_as_trtpipe_predicts(tmp_path, op, read_y,
+                                                                                       name_y, verdict):
+    """The measurement behind trtpipe/trt/parser/builder_limits.py, on models built here
+    (tests/trt/recurrent_models.py): the real builder stops on the limit's signature, the
+    refusal is attributed to the op, and reading Y builds."""
+    from tests.trt.recurrent_models import recurrent_model
+    from trtpipe.trt.parser import builder_limits
+
+    _require_oracle()
+    run = tmp_path / "run"
+    (run / "precision").mkdir(parents=True)
+    onnx.save(recurrent_model(op, read_y=read_y, name_y=name_y), run / "precision" / "model.onnx")
+    (run / "precision" / "precision_plan.json").write_text(
+        json.dumps({"nodes": [{"name": "if", "op_type": "If", "precision": "none"}]}))
+    result = check.compile_and_compare(op, run, check.prepare(tmp_path / "oracle"), "sm89", 300)
+    assert result.verdict == verdict, result.reason
+    if verdict != "built":
+        assert builder_limits.RECURRENT_Y_UNREAD_IN_IF.signature in result.reason, result.reason
+        assert result.refused_op == op
+
+
+def test_trtpipe_s_own_rtx_build_names_the_builder_not_a_parser_error_of_an_if_body(tmp_path):
+    """Silero VAD (bench/wild) with build.unsupported=warn past the op check's builder limit, built by
+    trtpipe's tensorrt_rtx backend in the sandbox: the stage says the builder refused it, with the
+    builder's assertion, not the EP's failed standalone parse of an If body ("Invalid Node ... LSTM")."""
+    from bench.wild.wild_models import BY_NAME, fetch
+
+    _require_oracle()
+    model = BY_NAME["silero_vad"]
+    path = fetch(model.name)
+    done = _trtpipe(tmp_path, "run", f"model.path={path}", "stages=[sanitize,upgrade_opset,precision,build]",
+                    *model.overrides, "build.unsupported=warn", "build.backend=tensorrt_rtx",
+                    "build.rtx.target_sm=sm89", sandboxed=True, oracle=check.prepare(tmp_path / "oracle"))
+    assert done.returncode != 0, done.stdout + done.stderr[-3000:]
+    build = next(s for s in json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
+                 if s["name"] == "build")
+    assert build["status"] == "failed"
+    assert "parsed, refused by the builder: [graphScope.cpp::analyze::471]" in build["error"], build["error"]
+    assert "Invalid Node" not in build["error"]

@@ -17,8 +17,10 @@ per-node types from the captured log (trtpipe/trt/rtx/parser_log.py) and compare
 precision_plan.json (trtpipe/trt/rtx/plan_compare.py). Prints per model: parsed / built /
 refused (the parser's reason), engine generation and compile seconds, "N/N node types as
 planned"; last line `rtx: P/N models built, types as planned`. A model counts in P when it
-built with every node as planned, or when the real parser refused it and trtpipe's own op
-check had refused it first naming the same op (issue 23). Exit 0 when every model counts,
+built with every node as planned, or when the real parser (or, the model parsed, the builder)
+refused it and trtpipe's own op check had refused it first naming the same op (issue 23; a
+builder's line names no op: it is attributed by trtpipe/trt/parser/builder_limits.py, when
+the line carries a measured limit's signature and the model holds a node under that limit). Exit 0 when every model counts,
 1 otherwise, 2 when the oracle cannot run (no wheel, no root, no gcc).
 The full run (no selection) writes its table to bench/rtx/RTX.md (`--markdown`).
 """
@@ -38,6 +40,7 @@ import onnx
 
 from bench.rtx import sandbox, standins, subjects, wheel
 from trtpipe.config.build_schema import RTX_TARGET_SMS as TARGETS  # what the EP's nv_target_sm accepts
+from trtpipe.trt.parser import builder_limits
 from trtpipe.trt.rtx import parser_log, plan_compare
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,9 +71,13 @@ class ModelResult:
                 and c.inserted_as_written == c.inserted and not self.outside_ep)
 
     @property
+    def refused(self) -> bool:
+        return "refused" in self.verdict     # by the parser, the EP, or (parsed) the builder
+
+    @property
     def refusal_predicted(self) -> bool:
-        """Refused by the real parser, and trtpipe's op check refused the same op first."""
-        return (self.verdict.startswith("refused") and bool(self.refused_op) and self.trtpipe is not None
+        """Refused by the real parser or builder, and trtpipe's op check refused the same op first."""
+        return (self.refused and bool(self.refused_op) and self.trtpipe is not None
                 and self.refused_op in self.trtpipe.refused_ops)
 
     @property
@@ -80,7 +87,7 @@ class ModelResult:
     def line(self) -> str:
         if self.verdict != "built":
             told = ""
-            if self.trtpipe is not None and self.verdict.startswith("refused"):
+            if self.trtpipe is not None and self.refused:
                 told = ("  [trtpipe's op check refused it first: " + ", ".join(self.trtpipe.refused_ops) + "]"
                         if self.trtpipe.refused_ops else "  [NOT predicted: trtpipe's op check passed it]")
             return f"{self.recipe:26s} {self.verdict}: {self.reason[:300]}{told}"
@@ -138,6 +145,12 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
         result.verdict = "refused"
         result.reason = f"child exit {code}: " + parser_log.reason(log, stderr.strip()[-300:], limit=REASON_LIMIT)
         result.refused_op = parser_log.refused_op(log)
+    elif not status["ok"] and parser_log.BUILDER_FAILED in status["error"]:
+        # Parsed and claimed whole, the engine not built: the builder's line is the reason, not a
+        # parser error of the EP's earlier parse of an If/Loop body alone (trtpipe/trt/rtx/parser_log.py).
+        result.verdict = "parsed, refused by the builder"
+        result.reason = parser_log.builder_reason(log, status["error"], limit=REASON_LIMIT)
+        result.refused_op = builder_limits.attribute(result.reason, onnx.load(str(model), load_external_data=False))
     elif not status["ok"]:
         result.verdict, result.reason = _refused_by(log), parser_log.reason(log, status["error"], limit=REASON_LIMIT)
         result.refused_op = parser_log.refused_op(log)

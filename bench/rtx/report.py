@@ -59,7 +59,13 @@ def markdown(results, target: str, seconds: float, repo: Path) -> str:
            "output element types, as the parser logged them, are those precision_plan.json implies "
            "(trtpipe/trt/rtx/plan_compare.py); Casts trtpipe inserted are checked against their written types. "
            "`engine s`: TensorRT-RTX's engine generation; `compile s`: the whole EP compile. "
-           "A refused model counts only when trtpipe's own op check refused it first, naming the same op.", "",
+           "A refused model counts only when trtpipe's own op check refused it first, naming the same op. "
+           "A model the parser took whose engine the builder did not build is `parsed, refused by the builder`, "
+           "with the builder's line as the reason: the EP also parses each If body alone while it decides what "
+           "it claims (an outer-scope value of unknown shape then arrives as a rank-0 input), and a parser "
+           "error of such a parse is not the model's. The builder's line names no op: it is attributed to a "
+           "measured builder limit (trtpipe/trt/parser/builder_limits.py) when the line carries the limit's "
+           "signature and the model holds a node under it.", "",
            "| model | source | config | RTX verdict | reason (refusals, in full) | engine s | compile s "
            "| types as planned | trtpipe | counts |",
            "|---|---|---|---|---|---:|---:|---|---|---|"]

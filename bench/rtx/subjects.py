@@ -23,9 +23,10 @@ from pathlib import Path
 STAGES = "stages=[sanitize,upgrade_opset,precision,build]"
 # The build stage's refusal (trtpipe/trt/parser/parser_check.py): "TensorRT 11.1's ONNX parser
 # cannot import 4 op(s) of this model: ConvInteger (21 nodes: a, b, ...); DynamicQuantizeLinear
-# (22 nodes: ...); ..." -- a failed stage leaves no build/ folder, so the ops are read off the
-# message the user saw.
-_REFUSED = re.compile(r"cannot import \d+ op\(s\) of this model: (?P<ops>.*)")
+# (22 nodes: ...); ..." or, for a limit of the builder (trtpipe/trt/parser/builder_limits.py),
+# "TensorRT 11.1's builder cannot build 1 op(s) of this model: LSTM (4 nodes: ...): <reason>"
+# -- a failed stage leaves no build/ folder, so the ops are read off the message the user saw.
+_REFUSED = re.compile(r"cannot (?:import|build) \d+ op\(s\) of this model: (?P<ops>.*)")
 _OP = re.compile(r"(?:^|; )(?P<op>[A-Za-z0-9_.]+) \(\d+ nodes?:")
 
 

@@ -58,9 +58,14 @@ def run_rtx(inputs: Mapping[str, Path], config: Mapping, out_dir: Path, model, p
     result = backend.build(Path(inputs["model"]), out_dir / ENGINE, target, provider)
     (out_dir / LOG).write_text(result.log)
     if not result.ok:
-        from trtpipe.trt.rtx.parser_log import read, reason
+        from trtpipe.trt.rtx.parser_log import BUILDER_FAILED, builder_reason, read, reason
 
-        why = result.problem or reason(read(result.log), result.error)
+        # The engine build failed after the parse: the builder's line says why, not a parser error
+        # of the EP's earlier parse of an If/Loop body alone (trtpipe/trt/rtx/parser_log.py).
+        if not result.problem and BUILDER_FAILED in (result.error or ""):
+            why = f"parsed, refused by the builder: {builder_reason(read(result.log), result.error)}"
+        else:
+            why = result.problem or reason(read(result.log), result.error)
         raise StageFailed(f"build: TensorRT-RTX did not build the model for {target}: {why}")
     return with_parser_fact(_built(result, plan, model, config, target, out_dir), parser_fact, profiles_from_data)
 

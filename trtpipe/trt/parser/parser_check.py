@@ -7,6 +7,9 @@ Decisions:
   `build.tensorrt_version`, else the newest list shipped (trtpipe.trt.parser.parser_ops).
 - `build.unsupported=error` (default): an op with severity "error" stops the run with
   exit 2, one line naming each op and its first nodes, and a fix that fits the ops found.
+- Beside the parser's list, the builder's measured limits (trtpipe/trt/parser/builder_limits.py:
+  a node the parser takes and the builder refuses) are findings of the same report, marked
+  `"stage": "builder"`, and stop or warn the same way; the line says it is the builder.
   `warn`: a warning line; the report (build/parser_support.json) lists everything either way.
 """
 
@@ -33,7 +36,8 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
     """Write the report into out_dir; return it and the fact for the stage line. Raises UserError (exit 2).
     With the plan, also each planned FP16/BF16 op type against the parser's type list (trtpipe.trt.parser.plan_types)."""
     from trtpipe.config.build_schema import UNSUPPORTED, checked_choice
-    from trtpipe.graph.names.parser_support import one_line, parser_support
+    from trtpipe.graph.names.parser_support import parser_support
+    from trtpipe.trt.parser import builder_limits
     from trtpipe.trt.parser.parser_ops import list_for
 
     mode = checked_choice(config, "unsupported", UNSUPPORTED)
@@ -45,6 +49,7 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
     else:
         table = list_for(None, "TensorRT not installed, build.tensorrt_version unset")
     report = parser_support(model, table, plugin_libraries=bool(config.get("plugins")))
+    builder_limits.add_to(report, model)
     report["mode"] = mode
     if plan is not None:
         from trtpipe.trt.parser import plan_types
@@ -55,20 +60,50 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
             log.warning("build: the plan's precision vs TensorRT %s's parser types: %s (see build/%s)",
                         table.tensorrt_version, plan_types.one_line(report["plan_precision"]), REPORT)
     (out_dir / REPORT).write_text(json.dumps(report, indent=2) + "\n")
-    errors, warnings = one_line(report, ("error",)), one_line(report, ("warning",))
+    parsed, built = _split(report)
+    errors, warnings = _one_line(parsed, ("error",)), _one_line(report, ("warning",))
+    builder_errors = _one_line(built, ("error",))
     version = table.tensorrt_version
     if errors and mode == "error":
-        raise UserError(f"TensorRT {version}'s ONNX parser cannot import {len(report['errors'])} op(s) of this "
-                        f"model: {errors}", _fix(report))
+        also = f"; and its builder fails on {builder_errors}" if builder_errors else ""
+        raise UserError(f"TensorRT {version}'s ONNX parser cannot import {len(parsed['errors'])} op(s) of this "
+                        f"model: {errors}{also}", _fix(report))
+    if builder_errors and mode == "error":
+        raise UserError(f"TensorRT {version}'s builder cannot build {len(built['errors'])} op(s) of this model: "
+                        f"{builder_errors}: {_builder_reason(built)}", _fix(report))
     if errors:
         log.warning("build: TensorRT %s's ONNX parser cannot import %s (build.unsupported=warn: continuing; "
                     "see build/%s)", version, errors, REPORT)
+    if builder_errors:
+        log.warning("build: TensorRT %s's builder cannot build %s (build.unsupported=warn: continuing; see build/%s)",
+                    version, builder_errors, REPORT)
     if warnings:
         log.warning("build: parser check: %s (see build/%s)", _reasons(report), REPORT)
     if not report["opset"]["inside"]:
         log.warning("build: the model imports ONNX opset %s; TensorRT %s's parser supports opsets %s to %s",
                     report["opset"]["model"], version, *report["opset"]["supported_range"])
     return report, _fact(report, mode)
+
+
+def _split(report: Mapping) -> tuple[dict, dict]:
+    """The report's findings the parser refuses, and those the builder refuses (builder_limits)."""
+    from trtpipe.trt.parser.builder_limits import is_builder
+
+    parts = []
+    for wanted in (False, True):
+        findings = [f for f in report["findings"] if is_builder(f) == wanted]
+        parts.append({"findings": findings, "errors": [f["op"] for f in findings if f["severity"] == "error"]})
+    return parts[0], parts[1]
+
+
+def _one_line(report: Mapping, kinds: tuple[str, ...]) -> str:
+    from trtpipe.graph.names.parser_support import one_line
+
+    return one_line(report, kinds)
+
+
+def _builder_reason(built: Mapping) -> str:
+    return next(f["reason"] for f in built["findings"] if f["severity"] == "error")
 
 
 def _fact(report: Mapping, mode: str) -> str:
@@ -86,8 +121,11 @@ def _reasons(report: Mapping) -> str:
 
 
 def _fix(report: Mapping) -> str:
-    ops = [f for f in report["findings"] if f["severity"] == "error"]
+    ops = [f for f in report["findings"] if f["severity"] == "error" and f.get("stage") != "builder"]
     fixes = []
+    if any(f.get("stage") == "builder" and f["severity"] == "error" for f in report["findings"]):
+        fixes.append("re-export the model so that each LSTM/GRU inside an If reads its output Y (e.g. take the last "
+                     "step of Y instead of Y_h), or so that it sits outside the If")
     if any(f["op_type"] in QUANTIZED_INTEGER_OPS for f in ops if not f["domain"]):
         fixes.append("export the float model instead of the integer-quantized one (TensorRT quantizes through "
                      "QuantizeLinear/DequantizeLinear pairs, e.g. from NVIDIA ModelOpt, not ConvInteger/MatMulInteger/"
@@ -95,8 +133,9 @@ def _fix(report: Mapping) -> str:
     if any(f["domain"] for f in ops):
         fixes.append("re-export without ONNX Runtime's contrib ops (com.microsoft: skip onnxruntime's transformer "
                      "optimizer / fusions)")
-    if not fixes:
+    if ops and not fixes:
         fixes.append("re-export the model with ops TensorRT supports (see build/parser_support.json)")
-    fixes.append("or load plugin libraries that register ops of these names: build.plugins=[/path/to/libplugins.so]")
+    if ops:
+        fixes.append("or load plugin libraries that register ops of these names: build.plugins=[/path/to/libplugins.so]")
     fixes.append("or add build.unsupported=warn to continue without a model TensorRT can parse")
     return "; ".join(fixes)

@@ -47,6 +47,11 @@ class ParserLog:
     refusal_lines: list[str]
     parser_error: bool      # the ONNX parser itself logged an ERROR (ModelImporter, op checks)
     cpu_only: bool          # "Using legacy CPU-only mode": the build made no GPU call
+    # The refusal lines after the last node line: what the builder said once the parser was done.
+    # (The EP also parses each If/Loop body alone while it decides what it claims, with outer-scope
+    # values of unknown shape as rank-0 inputs; such a parse may fail where the whole model parses,
+    # so an earlier parser error does not mean the compiled network was refused by the parser.)
+    builder_lines: list[str] = field(default_factory=list)
 
 
 def clean(line: str) -> str:
@@ -68,6 +73,7 @@ def read(text: str) -> ParserLog:
     refusals: list[str] = []
     cpu_only = False
     continuing = False
+    after_last_node = 0
     for raw in text.splitlines():
         line = clean(raw)
         if continuing and not _STAMP.match(line):
@@ -82,6 +88,7 @@ def read(text: str) -> ParserLog:
             target = entry.inputs if found["side"] == "inputs" else entry.outputs
             if not target:
                 target.extend(tensors)
+            after_last_node = len(refusals)
             continue
         seconds = _ENGINE_SECONDS.search(line)
         if seconds:
@@ -92,7 +99,7 @@ def read(text: str) -> ParserLog:
             refusals.append(_message(line))
             continuing = True
     parser_error = any("ModelImporter" in ln or "In function check" in ln for ln in refusals)
-    return ParserLog(nodes, engine_seconds, refusals, parser_error, cpu_only)
+    return ParserLog(nodes, engine_seconds, refusals, parser_error, cpu_only, refusals[after_last_node:])
 
 
 def reason(log: ParserLog, error: str, limit: int = 300) -> str:
@@ -105,6 +112,16 @@ def reason(log: ParserLog, error: str, limit: int = 300) -> str:
     where = next((m.group(1) for ln in log.refusal_lines if (m := _WHILE.search(ln))), None)
     if where and where not in text:
         text = f"{text} (node {where})"
+    return " ".join(text.split())[:limit]
+
+
+# The EP's error when the network was parsed and claimed but buildSerializedNetwork failed.
+BUILDER_FAILED = "Failed to create serialized engine"
+
+
+def builder_reason(log: ParserLog, error: str, limit: int = 300) -> str:
+    """Why the builder refused: its first line after the parser was done, else the EP's error."""
+    text = log.builder_lines[0] if log.builder_lines else (error or "no reason logged")
     return " ".join(text.split())[:limit]
 
 
