@@ -273,7 +273,7 @@ PROSE = {
     'trtpipe/trt/inspect/inspector_json.py:parse_engine_information: the engine inspector output is not JSON ({})': TENSORRT,
     "trtpipe/trt/inspect/inspector_json.py:parse_engine_information: the engine's layer information has names only, no types": TENSORRT,
     "trtpipe/trt/parser/parser_check.py:check_parser_support: TensorRT {}'s ONNX parser cannot import {} op(s) of this model: {}{}": MODEL,
-    "trtpipe/trt/parser/parser_check.py:check_parser_support: TensorRT {}'s builder cannot build {} op(s) of this model: {}: {}": MODEL,
+    "trtpipe/trt/parser/parser_check.py:check_parser_support: {} builder cannot build {} op(s) of this model: {}: {}": MODEL,
     'trtpipe/trt/parser/parser_ops.py:list_for: build.tensorrt_version is {}, not a version number': USER_VALUE,
     'trtpipe/trt/profiles.py:_checked_spec: {} must have exactly the keys min, opt, max': USER_VALUE,
     'trtpipe/trt/profiles.py:_checked_spec: {}.{} has rank {}, the input has rank {} {}': USER_VALUE,

@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STAGES = "stages=[sanitize,upgrade_opset,precision,build]"
+# trtpipe's op check as it runs for the product the oracle builds with (its builder limits are
+# errors there, warnings for TensorRT 10/11); outside the sandbox the EP does not load, so the
+# build defers after the check.
+BACKEND = "build.backend=tensorrt_rtx"
 # The build stage's refusal (trtpipe/trt/parser/parser_check.py): "TensorRT 11.1's ONNX parser
 # cannot import 4 op(s) of this model: ConvInteger (21 nodes: a, b, ...); DynamicQuantizeLinear
 # (22 nodes: ...); ..." or, for a limit of the builder (trtpipe/trt/parser/builder_limits.py),
@@ -75,7 +79,8 @@ def wild_subjects(names: list[str] | None = None) -> list[Subject]:
 def run_trtpipe(subject: Subject, work: Path) -> TrtpipeRun:
     """trtpipe's CLI up to the build stage; raises RuntimeError when no precision output exists."""
     run = work / "run"
-    cmd = [sys.executable, "-m", "trtpipe", "--json", STAGES, f"cache.dir={work / 'cache'}", f"hydra.run.dir={run}"]
+    cmd = [sys.executable, "-m", "trtpipe", "--json", STAGES, BACKEND, f"cache.dir={work / 'cache'}",
+           f"hydra.run.dir={run}"]
     if subject.recipe:
         cmd.append(f"+recipe={subject.recipe}")
     if subject.model_path:

@@ -16,10 +16,12 @@ in an If with `Y` unread refused, with `Y` read built; the real case is Silero V
 (bench/wild, `silero_vad`). RNN was not measured, so it is not claimed.
 
 Decisions:
-- Severity follows trtpipe/trt/parser/measured.py: a TensorRT-RTX measurement speaks for
-  TensorRT 11 and later (strongly typed, same onnx-tensorrt line), so the finding is an
-  *error* there (exit 2 unless `build.unsupported=warn`); for TensorRT 10.x it is a *warning*
-  (not measured on that builder).
+- Severity: an *error* (exit 2 unless `build.unsupported=warn`) only for the product it was
+  measured on, `build.backend=tensorrt_rtx`; a *warning* for TensorRT 10/11. The parser's op
+  verdicts carry over to TensorRT 11 (trtpipe/trt/parser/measured.py: the same onnx-tensorrt
+  importer), but this is the builder's internal graph-scope analysis, a different code base
+  in TensorRT-RTX; refusing a model TensorRT 11 may build would be worse than a warning that
+  names the risk and the measurement.
 - `attribute()` gives the bench oracle the op of a builder refusal: the builder's line names
   no node, so the refusal is attributed to this limit only when that line carries the
   limit's signature and the model holds a node under the limit.
@@ -58,13 +60,12 @@ def _offending(model: onnx.ModelProto) -> list[tuple[str, str]]:
     return recurrent_without_y_in_if(model, RECURRENT_Y_UNREAD_IN_IF.op_types)
 
 
-def findings(model: onnx.ModelProto, tensorrt_version: str) -> list[dict]:
+def findings(model: onnx.ModelProto, tensorrt_version: str, backend: str = "tensorrt") -> list[dict]:
     """One finding per op type under the limit, shaped like the op list's findings."""
     from trtpipe.graph.names.parser_support import NODES_LISTED
-    from trtpipe.trt.parser import measured
 
     limit = RECURRENT_Y_UNREAD_IN_IF
-    severity = "error" if measured.applies_to(tensorrt_version) else "warning"
+    severity = "error" if backend == "tensorrt_rtx" else "warning"
     scope = "" if severity == "error" else f"; TensorRT {tensorrt_version}'s builder was not measured"
     by_op: dict[str, list[str]] = {}
     for where, op_type in _offending(model):
@@ -74,11 +75,11 @@ def findings(model: onnx.ModelProto, tensorrt_version: str) -> list[dict]:
             for op, nodes in sorted(by_op.items())]
 
 
-def add_to(report: dict, model: onnx.ModelProto) -> None:
+def add_to(report: dict, model: onnx.ModelProto, backend: str = "tensorrt") -> None:
     """Merge the builder findings into the op check's report (errors first, as the parser's)."""
     from trtpipe.graph.names.parser_support import SEVERITIES
 
-    extra = findings(model, report["tensorrt_version"])
+    extra = findings(model, report["tensorrt_version"], backend)
     if not extra:
         return
     taken = {f["op"] for f in report["findings"] if f["severity"] in ("error", "warning")}

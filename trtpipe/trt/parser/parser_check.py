@@ -49,7 +49,7 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
     else:
         table = list_for(None, "TensorRT not installed, build.tensorrt_version unset")
     report = parser_support(model, table, plugin_libraries=bool(config.get("plugins")))
-    builder_limits.add_to(report, model)
+    builder_limits.add_to(report, model, str(config.get("backend") or "tensorrt"))
     report["mode"] = mode
     if plan is not None:
         from trtpipe.trt.parser import plan_types
@@ -69,7 +69,8 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
         raise UserError(f"TensorRT {version}'s ONNX parser cannot import {len(parsed['errors'])} op(s) of this "
                         f"model: {errors}{also}", _fix(report))
     if builder_errors and mode == "error":
-        raise UserError(f"TensorRT {version}'s builder cannot build {len(built['errors'])} op(s) of this model: "
+        builder = "TensorRT-RTX's" if config.get("backend") == "tensorrt_rtx" else f"TensorRT {version}'s"
+        raise UserError(f"{builder} builder cannot build {len(built['errors'])} op(s) of this model: "
                         f"{builder_errors}: {_builder_reason(built)}", _fix(report))
     if errors:
         log.warning("build: TensorRT %s's ONNX parser cannot import %s (build.unsupported=warn: continuing; "
