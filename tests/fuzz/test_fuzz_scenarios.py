@@ -82,3 +82,11 @@ def test_sample_data_replaced_mid_run_is_never_served_for_other_data(tmp_path):
     results = fs.run_cases("fs", 1, 0, tmp_path, only=("data_swap",))
     assert [c["mutation"] for c, _ in results] == ["data_swap"]
     assert not _unexpected(results)
+
+
+def test_a_run_under_a_memory_limit_ends_cleanly(tmp_path):
+    """memory_limit: one case (a random `ulimit -v` of 60 MB-1.2 GB); the deterministic regression
+    tests of the fixes are tests/runner/test_out_of_memory.py (2 of 20 cases failed before them)."""
+    results = fs.run_cases("fs", 1, 0, tmp_path, only=("memory_limit",))
+    assert [c["mutation"] for c, _ in results] == ["memory_limit"]
+    assert not _unexpected(results)
