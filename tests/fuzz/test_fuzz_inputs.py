@@ -69,6 +69,22 @@ def test_a_recorded_interpolation_in_a_typed_field_is_a_user_error(base_manifest
     assert fc.SECRET not in f"{raised.value} {raised.value.fix}"
 
 
+@pytest.mark.parametrize("profiles", [[False, "x", True], [{"input": True}], [{"input": {"min": [1]}}]])
+def test_a_recorded_malformed_profile_is_a_user_error(base_manifest, fresh_dir, profiles):
+    """Found by bench/fuzz/fuzz.py (manifest kind, session 7): `build.profiles` recorded as
+    [False, 'Ð', True] ended trtpipe-verify with AttributeError ('bool' has no 'items'): the
+    validation shapes were read from the first profile before the build stage checks profiles."""
+    from trtpipe.errors import UserError
+    from trtpipe.verify import verify
+
+    manifest = json.loads(json.dumps(base_manifest))
+    manifest["config"]["build"]["profiles"] = profiles
+    path = fresh_dir() / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match=r"build\.profiles\[0\]"):
+        verify(path)
+
+
 @pytest.mark.parametrize("edit", ["secret", "stages_int", "config_list"])
 def test_malformed_manifests_through_the_real_command(base_manifest, tmp_path, edit):
     """A few cases through the `trtpipe-verify` console script: exit 0, 1 or 2 (one line), no

@@ -25,7 +25,11 @@ from trtpipe.errors import UserError
 
 
 def check_output_names(where: str, configured: Mapping | None, outputs: Sequence[str]) -> None:
-    """UserError for the first key of `configured` (the mapping at config key `where`) that names no output."""
+    """UserError for the first key of `configured` (the mapping at config key `where`) that names no output;
+    for `configured` that is no mapping at all (a list or a string where names map to tolerances)."""
+    if configured is not None and not isinstance(configured, Mapping):
+        raise UserError(f"{where} is {configured!r}, not a mapping of output names to tolerances",
+                        f"write {where} as {{OUTPUT: {{max_abs: 0.05}}}}")
     for name, values in (configured or {}).items():
         if name in outputs:
             continue

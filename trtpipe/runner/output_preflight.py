@@ -56,7 +56,7 @@ def _names_to_check(cfg: DictConfig, stage_names: list[str]) -> dict:
     promote = cfg.get("promote_outputs") if "promote_outputs" in stage_names else None
     if promote is not None and promote.get("nodes"):
         return {}
-    if promote is not None and promote.get("tensors"):
+    if promote is not None and promote.get("tensors") and isinstance(configured, dict):
         from trtpipe.graph.promote import may_expose
 
         patterns = [str(pattern) for pattern in promote.tensors]

@@ -42,6 +42,9 @@ def dynamic_inputs(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
     return {name: dims for name, dims in input_shapes(model).items() if any(not isinstance(d, int) for d in dims)}
 
 
+PROFILE_FORM = "write each profile as {input_name: {min: [...], opt: [...], max: [...]}}"
+
+
 def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, ShapeSpec]],
                      data_shapes: Mapping | None = None, require: bool = False) -> list[dict]:
     """The profiles as {input: {min, opt, max: list[int]}}; UserError with the full key when wrong.
@@ -76,8 +79,7 @@ def checked_profiles(model: onnx.ModelProto, profiles: Sequence[Mapping[str, Sha
     for index, profile in enumerate(profiles or ()):
         where = f"build.profiles[{index}]"
         if not isinstance(profile, Mapping):
-            raise UserError(f"{where} is not a mapping of input name -> {{min, opt, max}}",
-                            "write each profile as {input_name: {min: [...], opt: [...], max: [...]}}")
+            raise UserError(f"{where} is not a mapping of input name -> {{min, opt, max}}", PROFILE_FORM)
         unknown = sorted(set(profile) - set(shapes))
         if unknown:
             raise UserError(f"{where} names {unknown}, which are not inputs of the model "
@@ -127,7 +129,16 @@ def opt_shapes(profiles: Sequence[Mapping[str, ShapeSpec]], index: int = 0) -> d
     """Input name -> opt shape of one profile: the shapes validation feeds when inputs don't say."""
     if not profiles:
         return {}
-    return {name: list(spec["opt"]) for name, spec in profiles[index].items()}
+    where, profile = f"build.profiles[{index}]", profiles[index]
+    if not isinstance(profile, Mapping):
+        raise UserError(f"{where} is not a mapping of input name -> {{min, opt, max}}", PROFILE_FORM)
+    shapes = {}
+    for name, spec in profile.items():
+        opt = spec.get("opt") if isinstance(spec, Mapping) else None
+        if not isinstance(opt, (list, tuple)):
+            raise UserError(f"{where}.{name} has no opt shape (a list of sizes)", PROFILE_FORM)
+        shapes[name] = list(opt)
+    return shapes
 
 
 def profile_fitting(shapes: Mapping[str, Sequence[int]], ranges: Sequence[Mapping[str, ShapeSpec]]) -> int | None:
