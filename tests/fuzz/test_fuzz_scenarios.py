@@ -3,9 +3,8 @@ real run of the real command with the file system around it mutated, or a real s
 failing or killed job. Mutations, oracles: bench/fuzz/fuzz_scenarios.py and the modules it names.
 
 OPEN_ON_MAIN lists the mutations whose defects main still has: their defects are reported,
-not failed on. It is empty since the issue 22 fixes were merged (74 fs cases, seed 4, and 12
-sweep cases: 0 defects), so every mutation is held to 0 defects; a new mutation that finds a
-defect not fixed yet goes here with its issue item until its fix lands.
+not failed on; a new mutation that finds a defect not fixed yet goes here with its issue item
+until its fix lands. Every other mutation is held to 0 defects.
 """
 
 from __future__ import annotations
@@ -18,7 +17,13 @@ from bench.fuzz import fuzz_scenarios as fs
 pytestmark = pytest.mark.slow  # real subprocess runs, ~1 minute
 
 # mutation -> the issue 22 item whose fix makes it pass (xfail-style: empty it as fixes merge).
-OPEN_ON_MAIN: dict[str, str] = {}  # every item's fix is merged: all mutations are held to 0
+OPEN_ON_MAIN: dict[str, str] = {
+    # The 1,000-case sweep run of session 7 (seeds 10 and 11): about 1 in 8 sweep_sigint cases. A
+    # joblib (loky) worker that gets the group's SIGINT between jobs prints a KeyboardInterrupt
+    # traceback from multiprocessing's bootstrap; some sweeps then exit 0 with an Interrupted
+    # traceback, or die by SIGINT (-2) instead of exiting 130. Not in the sample below.
+    "sweep_sigint": "14",
+}
 
 # One case per mutation of this sample (each issue item, and the controls), seed 0: ~50 s.
 FS_SAMPLE = ("ext_plain", "ext_missing", "ext_past_end", "data_link_valid", "cache_tmp_link", "cache_entry_link",
