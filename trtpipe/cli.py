@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from trtpipe.errors import EXIT_FAILED, EXIT_OK, UserError
-from trtpipe.runner.interrupt import Interrupted, install_signal_handlers
+from trtpipe.runner.interrupt import Interrupted, install_signal_handlers, worker_job_signals
 
 OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
 
@@ -135,6 +135,10 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         SweepSummary.quiet = True
 
     def task(cfg) -> int:
+        with worker_job_signals():  # a joblib worker: Ctrl-C between jobs is the sweep's (interrupt.py)
+            return job_task(cfg)
+
+    def job_task(cfg) -> int:
         configure_console(json_mode=switches["json"], quiet=switches["quiet"], verbose=switches["verbose"])
         hydra_cfg = HydraConfig.get()
         run_dir = Path(hydra_cfg.runtime.output_dir)

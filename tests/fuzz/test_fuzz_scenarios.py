@@ -19,9 +19,10 @@ pytestmark = pytest.mark.slow  # real subprocess runs, ~1 minute
 # mutation -> the issue 22 item whose fix makes it pass (xfail-style: empty it as fixes merge).
 OPEN_ON_MAIN: dict[str, str] = {
     # The 1,000-case sweep run of session 7 (seeds 10 and 11): about 1 in 8 sweep_sigint cases. A
-    # joblib (loky) worker that gets the group's SIGINT between jobs prints a KeyboardInterrupt
-    # traceback from multiprocessing's bootstrap; some sweeps then exit 0 with an Interrupted
-    # traceback, or die by SIGINT (-2) instead of exiting 130. Not in the sample below.
+    # joblib (loky) worker that got the group's SIGINT between jobs printed a KeyboardInterrupt
+    # traceback (fixed: runner/interrupt.worker_job_signals); still seen after that fix, 2 in 30
+    # cases: Ctrl-C before a worker's first job ends in Hydra's ConfigCompositionException (the
+    # job's config is composed in the worker), and a sweep dies by SIGINT (-2) instead of 130.
     "sweep_sigint": "14",
 }
 
