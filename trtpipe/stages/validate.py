@@ -30,18 +30,9 @@ class ValidateAccuracy(Stage):
     tools = ("onnx", "onnxruntime", "numpy", "protobuf")
     uses_data = True
 
-    @classmethod
-    def key_facts(cls, config: Mapping | None = None) -> dict:
-        """Whether the TensorRT-RTX EP sees a device, where it is installed and an engine may be
-        validated: an EPContext engine skipped here (no device) must run where one is, not be
-        answered from this machine's cache entry. Nothing (the key as before) without the EP."""
-        from trtpipe.trt.rtx.plugin import package_dir
-
-        if "tensorrt" not in ((config or {}).get("candidates") or ()) or package_dir() is None:
-            return {}
-        from trtpipe.trt.rtx.backend import availability
-
-        return {"tensorrt_rtx_device": availability().available}
+    # No key facts of its own: whether an engine exists (and which) is its `engine` input, whose
+    # build key already holds the GPU facts, or for TensorRT-RTX whether the EP saw a device; a
+    # probe of the EP here (0.3-0.55 s a run) would repeat what the inputs already say.
 
     def __init__(self, backend=None) -> None:
         # The TensorRT seam (trtpipe.trt.backend()); tests pass a double here.
