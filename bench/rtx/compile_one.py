@@ -28,11 +28,7 @@ from trtpipe.trt.rtx.plugin import HOME_VARIABLE
 def compile_model(model: Path, out: Path, target: str, standins: Path, wheel_home: Path,
                   shapes: list[str] | None = None) -> dict:
     """The product's own compile (trtpipe.trt.rtx.child), after the stand-ins are loaded."""
-    # The stand-ins are loaded first, by path and globally: the plugin's DT_NEEDED
-    # (libcudart.so.12, libcuda.so.1, libnvidia-ml.so.1) then resolve to them by soname.
-    for s in STAND_INS:
-        ctypes.CDLL(str(standins / s.soname), mode=ctypes.RTLD_GLOBAL)
-    os.environ[HOME_VARIABLE] = str(wheel_home)
+    _preload(standins, wheel_home)
     from trtpipe.trt.rtx.child import compile_model as compile_with_ep
 
     result = compile_with_ep(model, out, target, profile_options(shapes))
@@ -46,14 +42,21 @@ def compile_model(model: Path, out: Path, target: str, standins: Path, wheel_hom
 def load_with_standins(standins: Path, wheel_home: Path):
     """`onnxruntime` with the EP registered by the product's loader, the stand-ins loaded first
     (for bench/rtx/compile_many.py, which compiles many models in one process)."""
-    for s in STAND_INS:
-        ctypes.CDLL(str(standins / s.soname), mode=ctypes.RTLD_GLOBAL)
-    os.environ[HOME_VARIABLE] = str(wheel_home)
+    _preload(standins, wheel_home)
     from trtpipe.trt.rtx.loader import load
 
     ort = load()
     ort.set_default_logger_severity(2)  # the detailed build log arrives as warnings
     return ort
+
+
+def _preload(standins: Path, wheel_home: Path) -> None:
+    """The stand-ins are loaded first, by path and globally: the plugin's DT_NEEDED (libcudart.so.12,
+    libcuda.so.1, libnvidia-ml.so.1) then resolve to them by soname; the product's loader finds the
+    wheel through $TRTPIPE_RTX_HOME."""
+    for s in STAND_INS:
+        ctypes.CDLL(str(standins / s.soname), mode=ctypes.RTLD_GLOBAL)
+    os.environ[HOME_VARIABLE] = str(wheel_home)
 
 
 def profile_options(shapes: list[str] | None) -> dict:
