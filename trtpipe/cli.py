@@ -30,7 +30,8 @@ import sys
 from pathlib import Path
 
 from trtpipe.errors import EXIT_FAILED, EXIT_OK, UserError
-from trtpipe.runner.interrupt import Interrupted, install_signal_handlers, worker_job_signals
+from trtpipe.runner.interrupt import (Interrupted, install_signal_handlers, launcher_workers_start_with_sigint_blocked,
+                                      worker_job_signals)
 
 OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
 
@@ -41,9 +42,8 @@ def main() -> None:
     except BrokenPipeError:  # `trtpipe --help | head`: the reader left; no traceback
         _stdout_to_devnull()
         sys.exit(128 + signal.SIGPIPE)
-    except SystemExit as done:  # every exit of a signal-ended run, a job's `raise SystemExit(130)` included
-        if done.code in (Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code):
-            _ignore_further_signals()
+    except SystemExit:  # every exit: the outcome (and its exit code) is decided
+        _ignore_further_signals()
         raise
 
 
@@ -108,8 +108,14 @@ def _stdout_to_devnull() -> None:
 
 
 def _ignore_further_signals() -> None:
-    """Decision: once a run has ended by a signal, another SIGINT/SIGTERM arriving (or still pending)
-    while the interpreter shuts down must not turn exit 130/143 into a death by the signal."""
+    """Decision: once the command has decided its outcome (the manifest or the sweep's summary
+    written, its last line printed, its exit code chosen), a SIGINT/SIGTERM arriving while the
+    interpreter shuts down is ignored: the exit code stays the outcome's. Left to the handler, it
+    raised Interrupted inside an exit hook (loky joining its threads: an "Exception ignored"
+    traceback, and exit 0 after Ctrl-C), or, once CPython's finalization had put the default
+    handlers back, killed the process by the signal (-2 instead of 130 after a run that had
+    ended by a signal). Both seen in the 1,000-case sweep fuzz run with Ctrl-C sent as a
+    sweep was ending. A signal before that point is the run's: exit 130/143."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
 
@@ -135,10 +141,10 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         SweepSummary.quiet = True
 
     def task(cfg) -> int:
-        with worker_job_signals():  # a joblib worker: Ctrl-C between jobs is the sweep's (interrupt.py)
-            return job_task(cfg)
+        with worker_job_signals() as signalled_before:  # a joblib worker: Ctrl-C between jobs is the sweep's
+            return job_task(cfg, signalled_before)
 
-    def job_task(cfg) -> int:
+    def job_task(cfg, signalled_before: bool) -> int:
         configure_console(json_mode=switches["json"], quiet=switches["quiet"], verbose=switches["verbose"])
         hydra_cfg = HydraConfig.get()
         run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -146,7 +152,8 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         pattern = OmegaConf.to_container(hydra_cfg[mode_key], resolve=False).get("dir")
         start_dir = Path(hydra.utils.get_original_cwd())
         before = snapshot_for(run_dir, str(pattern))
-        job = SweepJob.of(hydra_cfg, start_dir, run_dir) if mode_key == "sweep" else None
+        signalled = signal.SIGINT if signalled_before else None  # Ctrl-C reached this worker before the job
+        job = SweepJob.of(hydra_cfg, start_dir, run_dir, signalled) if mode_key == "sweep" else None
         if job is not None and job.sweep_was_interrupted():  # no job starts work after Ctrl-C
             before.remove_new()
             return EXIT_OK
@@ -204,6 +211,7 @@ def _run_sweep(run) -> None:
 
     from trtpipe.runner.sweep_summary import SweepSummary, finish, launcher_stop
 
+    launcher_workers_start_with_sigint_blocked()
     try:
         run()
         if SweepSummary.last_signal is not None:  # the signal came, but every job had ended by itself

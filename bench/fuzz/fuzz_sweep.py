@@ -10,7 +10,10 @@ Oracles (a violation is a defect):
 - `summary.md` exists in the sweep folder and has a row for every job (its model file's name
   and its bound appear in one line);
 - the sweep's exit code is the worst job's (max of 0/1/2), or, with a killed job, non-zero;
-  with Ctrl-C, 130; never a traceback on stderr;
+  with Ctrl-C, 130; never a traceback on stderr. A signal that comes after the sweep decided
+  its outcome changes nothing (cli._ignore_further_signals): a worker killed after its job had
+  ended (its record written before the kill), or Ctrl-C after summary.md was written, may end
+  with the jobs' code;
 - Ctrl-C: no job starts (its `.hydra/config.yaml` written) more than 1 s after the signal;
 - a relative TRTPIPE_CACHE with `hydra.job.chdir=true` is one cache, in the start folder:
   no job folder gets its own cache;
@@ -19,6 +22,7 @@ Oracles (a violation is a defect):
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -76,6 +80,23 @@ def _jobs(sweep: Path) -> list[Path]:
     return sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()) if sweep.is_dir() else []
 
 
+def _written_before(path: Path, moment: float) -> bool:
+    try:
+        return path.stat().st_mtime < moment
+    except OSError:
+        return False
+
+
+def _job_ended_before(sweep: Path, job: Path, moment: float) -> bool:
+    """The job's record (runner/sweep_jobs.py) said it had ended before `moment`: its process was
+    killed after it, and the job's outcome stands."""
+    record = sweep / ".trtpipe-jobs" / f"{job.name}.json"
+    try:
+        return json.loads(record.read_text()).get("status") != "running" and _written_before(record, moment)
+    except (OSError, ValueError):
+        return False
+
+
 def check_sweep(case: dict, workdir: Path) -> list[str]:
     rng = random.Random(f"sweep:{case['seed']}")
     mutation = case["mutation"]
@@ -106,6 +127,7 @@ def check_sweep(case: dict, workdir: Path) -> list[str]:
             if job is not None:
                 state.setdefault("seen", time.perf_counter())
                 if time.perf_counter() - state["seen"] >= delay:
+                    state["before"] = time.time()
                     os.kill(pid, signal.SIGKILL)
                     state.update(done=True, killed=job)
                 return
@@ -114,6 +136,7 @@ def check_sweep(case: dict, workdir: Path) -> list[str]:
         if not state.get("done") and _jobs(sweep) and (_jobs(sweep)[0] / "trtpipe.log").exists():
             state.setdefault("seen", time.perf_counter())
             if time.perf_counter() - state["seen"] >= delay:
+                state["before"] = time.time()
                 (os.killpg if to_group else os.kill)(process.pid, signal.SIGINT)
                 state.update(done=True, at=time.time())
 
@@ -129,16 +152,21 @@ def check_sweep(case: dict, workdir: Path) -> list[str]:
     jobs = list(product(paths, bounds))
     worst = max(max(codes[p], 1 if b == TIGHT and codes[p] == 0 else 0) for p, b in jobs)
     if mutation == "sweep_sigint" and state.get("done"):
-        if outcome.code != 130:
+        decided = _written_before(sweep / "summary.md", state["before"])  # the outcome was decided
+        if outcome.code != 130 and not (decided and outcome.code == worst):
             problems.append(f"Ctrl-C on the sweep ended {outcome.code}, not 130")
         late = [j.name for j in _jobs(sweep) if (j / ".hydra" / "config.yaml").exists()
                 and (j / ".hydra" / "config.yaml").stat().st_mtime > state["at"] + 1.0]
         if late:
             problems.append(f"job(s) {late} started after Ctrl-C")
         return [p for p in problems if p]
-    if state.get("killed"):
+    if state.get("killed") and not _job_ended_before(sweep, state["killed"], state["before"]):
         if outcome.code == 0:
             problems.append(f"a killed job ({state['killed'].name}) and the sweep exits 0")
+    elif state.get("killed"):  # a worker killed between jobs: the launcher may stop the others (137)
+        if outcome.code not in (worst, 128 + signal.SIGKILL):
+            problems.append(f"the sweep exits {outcome.code}, the worst job's code is {worst} (a worker was "
+                            "killed after its job)")
     elif outcome.code != worst:
         problems.append(f"the sweep exits {outcome.code}, the worst job's code is {worst}")
     summary = sweep / "summary.md"

@@ -100,26 +100,64 @@ def signals_deferred():
             signal.signal(sig, handler)
 
 
+def launcher_workers_start_with_sigint_blocked() -> None:
+    """In the launching process of a joblib sweep: loky starts every worker with SIGINT blocked.
+
+    Decision: a worker is a new Python process (fork + exec), and from its start until trtpipe's
+    task runs in it (its imports, then Hydra composing the job's config there) it had Python's
+    default SIGINT handler. Ctrl-C signals the whole process group, so a Ctrl-C in that second
+    or so raised KeyboardInterrupt inside the worker's imports or inside Hydra's composition: a
+    `ConfigCompositionException` traceback, or exit 0 or 2 instead of 130 (the 1,000-case sweep
+    fuzz run, session 7). A blocked signal stays pending across fork and exec (a signal mask is
+    inherited; CPython does not touch it at start), so `worker_job_signals` sees it when the
+    worker's first job starts and runs nothing. loky does the same around starting its resource
+    tracker. The hook is loky's own `fork_exec` (looked up by loky at each start); where a joblib
+    release lacks it, workers start as before (tests/test_sweep.py checks it is there)."""
+    try:
+        from joblib.externals.loky.backend import fork_exec as loky_fork_exec
+    except ImportError:  # no joblib launcher installed: nothing starts workers
+        return
+    original = getattr(loky_fork_exec, "fork_exec", None)
+    if original is None or getattr(original, "blocks_sigint", False):
+        return
+
+    def fork_exec(*args, **kwargs):
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            return original(*args, **kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    fork_exec.blocks_sigint = True
+    loky_fork_exec.fork_exec = fork_exec
+
+
 @contextmanager
 def worker_job_signals():
     """In a launcher's worker process (joblib's loky workers: multiprocessing children), SIGINT and
     SIGTERM interrupt the job it runs (Interrupted, as in the main process), and between jobs
-    SIGINT is ignored and SIGTERM is the default again.
+    SIGINT is ignored and SIGTERM is the default again. Yields whether a SIGINT came before the
+    job started (held pending since the worker started, `launcher_workers_start_with_sigint_blocked`):
+    the sweep was interrupted and the job must not run.
 
     Decision: Ctrl-C signals the whole process group. A worker idle between jobs had Python's
     default handler, so the KeyboardInterrupt came out of loky's worker loop as a traceback from
     multiprocessing's bootstrap, and the sweep sometimes ended 0 with it, or died by SIGINT
     (the 1,000-case sweep fuzz run, about 1 in 8 Ctrl-C cases). Between jobs the launching
     process decides: it gets the same Ctrl-C, starts no new job and ends the sweep; loky stops
-    idle workers with SIGTERM, which must keep its default."""
+    idle workers with SIGTERM, which must keep its default. Setting SIG_IGN discards the pending
+    SIGINT (POSIX) before it is unblocked."""
     import multiprocessing
 
     if multiprocessing.parent_process() is None or threading.current_thread() is not threading.main_thread():
-        yield
+        yield False
         return
+    signalled_before = signal.SIGINT in signal.sigpending()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     install_signal_handlers()
     try:
-        yield
+        yield signalled_before
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -101,11 +101,14 @@ class SweepJob:
         self.sweep_dir, self.number, self.record = sweep_dir, number, record
 
     @classmethod
-    def of(cls, hydra_cfg, start_dir: Path, run_dir: Path) -> "SweepJob":
+    def of(cls, hydra_cfg, start_dir: Path, run_dir: Path, signalled: int | None = None) -> "SweepJob":
         """From Hydra's config of the job (a job may have changed directory: the sweep
-        directory is taken from the start directory)."""
+        directory is taken from the start directory). `signalled`: the signal this job's process
+        got before the job started (the launching process marks the sweep too, maybe later)."""
         sweep_dir = Path(start_dir) / str(hydra_cfg.sweep.dir)
         number = int(hydra_cfg.job.num)
+        if signalled is not None:
+            mark_interrupted(sweep_dir, signalled)
         job = cls(sweep_dir, number, {})
         if not job.sweep_was_interrupted():
             job.record = job_started(sweep_dir, number, list(hydra_cfg.overrides.task), run_dir)
