@@ -88,3 +88,19 @@ def test_a_ctrl_c_while_joblib_workers_start_ends_the_sweep_130_with_every_job_a
     assert [row["job"] for row in rows] == ["0", "1", "2"], rows
     assert {row["status"] for row in rows} <= {"not run", "interrupted"}, rows
     assert not any((tmp_path / "sweep" / job / "manifest.json").exists() for job in "012")
+
+
+def test_the_loky_hook_is_where_trtpipe_expects_it(monkeypatch):
+    """The guard above relies on loky looking up `fork_exec` in its module at each worker start;
+    a joblib release that moves it would silently drop the guard, so this fails instead."""
+    import inspect
+
+    from joblib.externals.loky.backend import fork_exec as loky_fork_exec
+    from joblib.externals.loky.backend import popen_loky_posix
+
+    from trtpipe.runner.interrupt import launcher_workers_start_with_sigint_blocked
+
+    monkeypatch.setattr(loky_fork_exec, "fork_exec", loky_fork_exec.fork_exec)  # restored after the test
+    assert "from .fork_exec import fork_exec" in inspect.getsource(popen_loky_posix.Popen._launch)
+    launcher_workers_start_with_sigint_blocked()
+    assert loky_fork_exec.fork_exec.blocks_sigint

@@ -112,7 +112,7 @@ def launcher_workers_start_with_sigint_blocked() -> None:
     inherited; CPython does not touch it at start), so `worker_job_signals` sees it when the
     worker's first job starts and runs nothing. loky does the same around starting its resource
     tracker. The hook is loky's own `fork_exec` (looked up by loky at each start); where a joblib
-    release lacks it, workers start as before (tests/test_sweep.py checks it is there)."""
+    release lacks it, workers start as before (tests/runner/test_signals_at_the_edges.py checks it is there)."""
     try:
         from joblib.externals.loky.backend import fork_exec as loky_fork_exec
     except ImportError:  # no joblib launcher installed: nothing starts workers
