@@ -23,6 +23,7 @@ import _thread
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 
@@ -51,19 +52,45 @@ class Interrupted(KeyboardInterrupt):
 _RECEIVED: list[int] = []
 
 
-# Native extensions loading in the main thread (being created, or created and not yet executed),
-# and the signals held until they are complete (`_hold_signals_while_extensions_initialise`).
-_EXTENSIONS_CREATING = 0
-_EXTENSIONS_TO_EXECUTE: set[str] = set()
+# Native extensions loading in the main thread, and the signals held until they are complete
+# (`_hold_signals_while_extensions_initialise`): loader calls under way, and modules created but not
+# yet executed (id -> when created; one never executed stops counting after AWAIT_EXEC_SECONDS).
+_EXTENSION_CALLS = 0
+_AWAITING_EXEC: dict[int, float] = {}
+AWAIT_EXEC_SECONDS = 2.0
 _HELD: list[int] = []
 
 
 def _raise_interrupted(signum, _frame) -> None:
     _RECEIVED.append(int(signum))
-    if _EXTENSIONS_CREATING or _EXTENSIONS_TO_EXECUTE:
+    if _extension_loading():
+        if not _HELD:  # delivered at the latest when the hold can no longer be justified
+            _after(AWAIT_EXEC_SECONDS + 0.5, _redeliver_held)
         _HELD.append(int(signum))
         return
+    _HELD.clear()
     raise Interrupted(signum)
+
+
+def _extension_loading() -> bool:
+    now = time.monotonic()
+    return bool(_EXTENSION_CALLS) or any(now - since < AWAIT_EXEC_SECONDS for since in _AWAITING_EXEC.values())
+
+
+def _redeliver_held() -> None:
+    """From a timer thread: a signal still held (its extension's load never completed as expected)
+    arrives again; the handler raises it, or holds it once more while a load is still under way."""
+    if _HELD:
+        _thread.interrupt_main(_HELD[-1])
+
+
+def _after(seconds: float, function) -> None:
+    timer = threading.Timer(seconds, function)
+    timer.daemon = True
+    try:
+        timer.start()
+    except RuntimeError:  # the interpreter is shutting down: the run is ending anyway
+        pass
 
 
 def signals_received() -> int:
@@ -120,27 +147,30 @@ def _hold_signals_while_extensions_initialise() -> None:
     original_create, original_exec = ExtensionFileLoader.create_module, ExtensionFileLoader.exec_module
 
     def create_module(self, spec):
-        global _EXTENSIONS_CREATING
+        global _EXTENSION_CALLS
         if threading.current_thread() is not threading.main_thread():
             return original_create(self, spec)
-        _EXTENSIONS_CREATING += 1
+        _EXTENSION_CALLS += 1
         try:
             module = original_create(self, spec)
-        except BaseException:
-            _EXTENSIONS_CREATING -= 1
+            # By identity, not name: an extension's __name__ may differ from its spec's (`_decimal`
+            # calls itself "decimal"); keyed by name, one never removed held every later signal.
+            _AWAITING_EXEC[id(module)] = time.monotonic()
+            return module
+        finally:
+            _EXTENSION_CALLS -= 1
             _raise_held_signal()
-            raise
-        _EXTENSIONS_TO_EXECUTE.add(spec.name)  # before the count drops: no moment unheld in between
-        _EXTENSIONS_CREATING -= 1
-        return module
 
     def exec_module(self, module):
+        global _EXTENSION_CALLS
         if threading.current_thread() is not threading.main_thread():
             return original_exec(self, module)
+        _EXTENSION_CALLS += 1
+        _AWAITING_EXEC.pop(id(module), None)
         try:
             return original_exec(self, module)
         finally:
-            _EXTENSIONS_TO_EXECUTE.discard(getattr(module, "__name__", None))
+            _EXTENSION_CALLS -= 1
             _raise_held_signal()
 
     create_module.holds_signals = True
@@ -149,7 +179,7 @@ def _hold_signals_while_extensions_initialise() -> None:
 
 def _raise_held_signal() -> None:
     """Raise the last held signal once no extension is loading any more."""
-    if _HELD and not _EXTENSIONS_CREATING and not _EXTENSIONS_TO_EXECUTE:
+    if _HELD and not _extension_loading():
         signum = _HELD[-1]
         _HELD.clear()
         raise Interrupted(signum)
@@ -171,12 +201,8 @@ def _redeliver_unraisable_interrupted(previous):
         if not isinstance(unraisable.exc_value, Interrupted):
             previous(unraisable)
             return
-        timer = threading.Timer(0.01, _thread.interrupt_main, args=(unraisable.exc_value.signum,))
-        timer.daemon = True
-        try:
-            timer.start()
-        except RuntimeError:  # the interpreter is shutting down: the run is ending anyway
-            pass
+        signum = unraisable.exc_value.signum
+        _after(0.01, lambda: _thread.interrupt_main(signum))
 
     hook.redelivers_interrupted = True
     return hook
