@@ -46,6 +46,40 @@ def test_a_ctrl_c_after_the_outcome_is_decided_changes_nothing(tmp_path, sweep):
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
 
 
+HANGING_SHUTDOWN = """
+import sys, threading, time
+threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: the shutdown waits for it
+from trtpipe.cli import main
+sys.argv = ["trtpipe", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_ctrl_c_during_a_hanging_shutdown_ends_the_process_with_the_outcomes_code(tmp_path):
+    """Once the outcome is decided, a shutdown that hangs (here a thread the exit waits for) still
+    ends on Ctrl-C, with the outcome's exit code (0), no traceback. Reproduced: with the signals
+    simply ignored after the outcome, Ctrl-C did nothing and only SIGKILL ended it."""
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-c", HANGING_SHUTDOWN, "stages=[sanitize]", f"hydra.run.dir={run_dir}"],
+                               cwd=tmp_path, env={**os.environ, "TRTPIPE_CACHE": str(tmp_path / "cache")},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run_dir / "manifest.json").exists():
+        assert time.time() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    time.sleep(1.0)  # the run has printed its last line and waits for the thread
+    assert process.poll() is None, process.communicate()
+    process.send_signal(signal.SIGINT)
+    try:
+        stdout, stderr = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("Ctrl-C did not end a shutdown that hangs") from None
+    assert process.returncode == 0, stdout + stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    assert "trtpipe: ok" in stdout + stderr
+
+
 def _loky_workers(pid: int) -> list[int]:
     """The loky worker processes started by `pid` (children running loky's popen module)."""
     try:
