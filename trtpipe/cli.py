@@ -29,7 +29,7 @@ import os
 import sys
 from pathlib import Path
 
-from trtpipe.errors import EXIT_FAILED, EXIT_OK, UserError
+from trtpipe.errors import EXIT_OK, UserError
 from trtpipe.runner.interrupt import (Interrupted, install_signal_handlers, launcher_workers_start_with_sigint_blocked,
                                       worker_job_signals)
 
@@ -42,8 +42,8 @@ def main() -> None:
     except BrokenPipeError:  # `trtpipe --help | head`: the reader left; no traceback
         _stdout_to_devnull()
         sys.exit(128 + signal.SIGPIPE)
-    except SystemExit:  # every exit: the outcome (and its exit code) is decided
-        _ignore_further_signals()
+    except SystemExit as done:  # every exit: the outcome (and its exit code) is decided
+        _further_signals_keep_the_outcome(done.code)
         raise
 
 
@@ -107,15 +107,38 @@ def _stdout_to_devnull() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _ignore_further_signals() -> None:
+def _further_signals_keep_the_outcome(code) -> None:
     """Decision: once the command has decided its outcome (the manifest or the sweep's summary
     written, its last line printed, its exit code chosen), a SIGINT/SIGTERM arriving while the
-    interpreter shuts down is ignored: the exit code stays the outcome's. Left to the handler, it
-    raised Interrupted inside an exit hook (loky joining its threads: an "Exception ignored"
-    traceback, and exit 0 after Ctrl-C), or, once CPython's finalization had put the default
-    handlers back, killed the process by the signal (-2 instead of 130 after a run that had
-    ended by a signal). Both seen in the 1,000-case sweep fuzz run with Ctrl-C sent as a
-    sweep was ending. A signal before that point is the run's: exit 130/143."""
+    interpreter shuts down keeps that exit code. Left to the run's handler, it raised Interrupted
+    inside an exit hook (loky joining its threads: an "Exception ignored" traceback, and exit 0
+    after Ctrl-C), or, once CPython's finalization had put the default handlers back, killed the
+    process by the signal (-2 instead of 130). Both seen in the 1,000-case sweep fuzz run with
+    Ctrl-C sent as a sweep was ending. Two phases:
+    - while threads are joined (a library's exit hook waiting for its workers), the signal ends
+      the process at once with the outcome's code: a shutdown that hangs stays stoppable;
+    - from trtpipe's own exit hook on (registered now, so it runs first of the `atexit` hooks,
+      after the thread joins), the signals are ignored: a Python handler is replaced by the
+      default at finalization, an ignored signal stays ignored.
+    A signal before the outcome is decided is the run's: exit 130/143."""
+    import atexit
+
+    exit_code = code if isinstance(code, int) else 0 if code is None else 1  # sys.exit("text") is 1
+
+    def end_now(_signum, _frame) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a flush already under way when the signal came: its bytes are out or lost
+                pass
+        os._exit(exit_code)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, end_now)
+    atexit.register(_ignore_signals)
+
+
+def _ignore_signals() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
 
@@ -225,6 +248,10 @@ def _run_sweep(run) -> None:
         if SweepSummary.sweep_dir is None:  # no sweep under way
             raise
         summary = finish(error)
-        print(f"trtpipe: the sweep stopped: {launcher_stop(error)[1]}; every job's status: "
-              f"{summary or 'no summary written'}", file=sys.stderr)
-        SweepSummary.last_exit_code = max(SweepSummary.last_exit_code, EXIT_FAILED)
+        code, why = launcher_stop(error)
+        print(f"trtpipe: the sweep stopped: {why}; every job's status: {summary or 'no summary written'}",
+              file=sys.stderr)
+        # The stop's own code (137 for a worker killed by SIGKILL) even when the killed worker's job
+        # had ended and no row carries it: the jobs it left unstarted are the kill's doing (the sweep
+        # fuzz run: a worker killed between jobs ended the sweep 1, its unstarted user error unseen).
+        SweepSummary.last_exit_code = max(SweepSummary.last_exit_code, code)

@@ -11,7 +11,7 @@ Oracles (a violation is a defect):
   and its bound appear in one line);
 - the sweep's exit code is the worst job's (max of 0/1/2), or, with a killed job, non-zero;
   with Ctrl-C, 130; never a traceback on stderr. A signal that comes after the sweep decided
-  its outcome changes nothing (cli._ignore_further_signals): a worker killed after its job had
+  its outcome keeps its exit code (cli._further_signals_keep_the_outcome): a worker killed after its job had
   ended (its record written before the kill), or Ctrl-C after summary.md was written, may end
   with the jobs' code;
 - Ctrl-C: no job starts (its `.hydra/config.yaml` written) more than 1 s after the signal;

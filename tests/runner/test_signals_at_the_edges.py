@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +45,44 @@ def test_a_ctrl_c_after_the_outcome_is_decided_changes_nothing(tmp_path, sweep):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+HANGING_SHUTDOWN = """
+import sys, threading, time
+threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: the shutdown waits for it
+from trtpipe.cli import main
+sys.argv = ["trtpipe", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_ctrl_c_during_a_hanging_shutdown_ends_the_process_with_the_outcomes_code(tmp_path):
+    """Once the outcome is decided, a shutdown that hangs (here a thread the exit waits for) still
+    ends on Ctrl-C, with the outcome's exit code (0), no traceback. Reproduced: with the signals
+    simply ignored after the outcome, Ctrl-C did nothing and only SIGKILL ended it."""
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-c", HANGING_SHUTDOWN, "stages=[sanitize]", f"hydra.run.dir={run_dir}"],
+                               cwd=tmp_path, env={**os.environ, "TRTPIPE_CACHE": str(tmp_path / "cache")},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.time() + 120
+    while not any(line.startswith("trtpipe: ok") for line in lines):  # its last line: the outcome is decided
+        assert time.time() < deadline and process.poll() is None, "".join(lines)
+        time.sleep(0.05)
+    time.sleep(1.0)  # from its last line to the exit waiting for the thread
+    assert process.poll() is None, "".join(lines)
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("Ctrl-C did not end a shutdown that hangs") from None
+    reader.join(timeout=5)
+    output = "".join(lines)
+    assert process.returncode == 0, output
+    assert "Traceback" not in output and "Exception ignored" not in output, output
 
 
 def _loky_workers(pid: int) -> list[int]:
