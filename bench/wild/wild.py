@@ -57,6 +57,7 @@ class RunOutcome:
     flop_share: float | None = None
     casts: int | None = None
     fp32_nodes: int | None = None
+    repair: str = ""  # what precision's repair did: "" (the plan passed as decided), "+N FP32, 94.1%->92.7%", "none passed"
     verdict: str = ""
     defect: bool = False
     message: str = ""
@@ -98,7 +99,14 @@ def _plan_totals(run_dir: Path, outcome: RunOutcome) -> None:
     plan = run_dir / "precision" / "precision_plan.json"
     if not plan.is_file():
         return
-    totals = json.loads(plan.read_text()).get("totals", {})
+    document = json.loads(plan.read_text())
+    totals = document.get("totals", {})
+    repair = document.get("repair")
+    if repair:
+        before, after = repair["before"], repair.get("after")
+        outcome.repair = (f"+{len(repair['added_fp32'])} FP32, {before['low_precision_flop_share']:.1%}->"
+                          f"{after['low_precision_flop_share']:.1%}, {len(repair['trials'])} trials"
+                          if repair["repaired"] else f"none passed in {len(repair['trials'])} trials")
     outcome.flop_share = totals.get("low_precision_flop_share")
     outcome.casts = totals.get("casts_added")
     outcome.fp32_nodes = totals.get("nodes", {}).get("fp32", 0)

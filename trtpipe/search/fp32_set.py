@@ -98,7 +98,7 @@ from trtpipe.search.moves import PROGRESS, SearchSteps
 from trtpipe.search.pareto import FlopShare, chosen_json, chosen_trial, front_json, pareto_front
 from trtpipe.search.rules_yaml import assumed_settings, fp32_rules, rules_yaml
 from trtpipe.search.sensitivity import Sensitivity, rank_by_sensitivity
-from trtpipe.search.trials import Trial, TrialRunner, worst_json
+from trtpipe.search.trials import Trial, TrialRunner, worst_json, worst_text
 from trtpipe.validate.compare import Tolerances
 
 SEARCHABLE_SOURCES = ("default", "auto", "search")
@@ -292,14 +292,18 @@ def _why(chosen: Trial | None, automatic: Trial, steps: SearchSteps) -> str:
     return text
 
 
-def split_plan(net: Network, decisions: Mapping[str, Decision], low_precision: str) -> PlanSplit:
+def split_plan(net: Network, decisions: Mapping[str, Decision], low_precision: str,
+               guard_constants: bool = True) -> PlanSplit:
+    """`guard_constants`: the search keeps the consumers of constants that do not fit the low-precision
+    type FP32 whatever the automatic plan says; the repair (repair.py) starts from the automatic plan
+    exactly as decided, so it passes False."""
     missing = [name for name in net.names if name not in decisions]
     if missing or len(decisions) != len(net.names):
         raise UserError(
             f"the precision decisions do not match the model's nodes ({len(missing)} node(s) without a decision)",
             "build the decisions with plan_precision on the same model",
         )
-    guarded = constant_decisions(net, low_precision)
+    guarded = constant_decisions(net, low_precision) if guard_constants else {}
     split = PlanSplit()
     for name in net.names:
         decision = decisions[name]
@@ -340,7 +344,7 @@ def _final_decisions(net, decisions, split: PlanSplit, final, steps: SearchSteps
                 why = (f"trial {failed.trial} moving it to {low} alone passed but needed {failed.casts} Casts "
                        "(more memory traffic than it saves)")
             else:
-                why = f"trial {failed.trial} moving it to {low} alone failed ({_worst_text(failed.worst)})"
+                why = f"trial {failed.trial} moving it to {low} alone failed ({worst_text(failed.worst)})"
             result[name] = Decision("fp32", f"accuracy search: kept FP32 ({kind}), {why}", "search",
                                     original.observed_max_abs)
         else:
@@ -348,10 +352,3 @@ def _final_decisions(net, decisions, split: PlanSplit, final, steps: SearchSteps
                                     original.observed_max_abs)
     return result
 
-
-def _worst_text(worst: dict | None) -> str:
-    if not worst:
-        return "no bound set"
-    if worst["metric"] == "nonfinite":
-        return f"{worst['output']}: {int(worst['value'])} non-finite values"
-    return f"{worst['output']}: {worst['metric']} {worst['value']:.6g} vs bound {worst['bound']:g}"

@@ -13,6 +13,7 @@ trial count of one phase so a later phase keeps some budget.
 from __future__ import annotations
 
 import logging
+import time
 
 from trtpipe.search.pareto import FlopShare, memory_cost
 from trtpipe.search.trials import Outcome, Trial, TrialRunner
@@ -21,10 +22,14 @@ PROGRESS = logging.getLogger("trtpipe")  # the pipeline logger: its INFO lines r
 
 
 class SearchSteps:
-    def __init__(self, runner: TrialRunner, max_trials: int, share: FlopShare) -> None:
+    def __init__(self, runner: TrialRunner, max_trials: int, share: FlopShare, *, deadline: float | None = None,
+                 label: str = "search") -> None:
         self.runner = runner
         self.max_trials = max_trials
         self.share = share
+        self.deadline = deadline
+        self.label = label
+        self.out_of_time = False  # a trial was refused because `deadline` had passed
         self.log: list[Trial] = []
         # node -> (the trial that failed without it alone, the plan it was removed from)
         self.needed: dict[str, tuple[Trial, frozenset[str]]] = {}
@@ -40,6 +45,9 @@ class SearchSteps:
         if known is not None:
             return known
         if len(self.log) >= min(self.max_trials, until or self.max_trials):
+            return None
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            self.out_of_time = True
             return None
         outcome = self.runner.evaluate(fp32)
         order = self.runner.searchable
@@ -59,8 +67,8 @@ class SearchSteps:
         self.log.append(trial)
         self.trial_of[fp32] = trial
         # Progress on the console: a search runs for seconds to minutes (one line per trial).
-        PROGRESS.info("    search trial %d/%d (%s): %d FP32 nodes, %.1f%% FLOPs low precision, %s", trial.trial,
-                      self.max_trials, step, trial.fp32_count, 100 * trial.low_precision_flop_share,
+        PROGRESS.info("    %s trial %d/%d (%s): %d FP32 nodes, %.1f%% FLOPs low precision, %s", self.label,
+                      trial.trial, self.max_trials, step, trial.fp32_count, 100 * trial.low_precision_flop_share,
                       "passes" if trial.passed else "fails")
         return outcome
 
@@ -100,7 +108,7 @@ class SearchSteps:
         needed against the final plan itself or the budget is spent."""
         while True:
             stale = [[name] for name in order if name in state and self.needed.get(name, (None, None))[1] != state]
-            if not stale or self.spent >= self.max_trials:
+            if not stale or self.spent >= self.max_trials or self.out_of_time:
                 return state
             state, _ = self.release(state, stale, step, self.max_trials, no_more_casts=True)
 

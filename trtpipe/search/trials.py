@@ -196,6 +196,17 @@ def worst_json(worst: dict | None) -> dict | None:
     return {key: json_float(value) if isinstance(value, float) else value for key, value in worst.items()}
 
 
+def worst_text(worst: dict | None) -> str:
+    """`worst` as one phrase: the output, the metric, its value and bound."""
+    if not worst:
+        return "no bound set"
+    if worst["metric"] == "nonfinite":
+        return f"{worst['output']}: {int(worst['value'])} non-finite values"
+    if worst["metric"] == "missing":
+        return f"{worst['output']}: missing"
+    return f"{worst['output']}: {worst['metric']} {worst['value']:.6g} vs bound {worst['bound']:g}"
+
+
 def worst_per_metric(verdict: CandidateVerdict) -> dict[str, float]:
     """Per metric the comparator judges by (compare.py's bounds, so new metrics join by
     themselves), its worst value over the outputs, plus the non-finite count."""

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Mapping
 
+from trtpipe.config.schema import repair_settings
 from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 log = logging.getLogger(__name__)
@@ -17,7 +18,7 @@ log = logging.getLogger(__name__)
 class PlanPrecision(Stage):
     name = "precision"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "26"
+    version = "27"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -31,13 +32,19 @@ class PlanPrecision(Stage):
     @classmethod
     def key_config(cls, config: Mapping) -> dict:
         """Decision: with the search off (or `default: fp32`, which never searches) the search's
-        settings (tolerance and outputs, interpolated from validate.*; max_trials) change
-        nothing: only `search.enabled` stays in the key. Without a model run (no search, no
-        range rule) the sample count `data.iterations` changes nothing either (the FLOP
-        shapes come from one sample). The outputs are the same, so no version bump."""
+        settings (max_trials) change nothing: only `search.enabled` stays in the key, and its
+        bounds (tolerance and outputs, interpolated from validate.*) only where the repair
+        judges by them. The repair's settings are keyed as `repair_settings` spells them
+        (`repair: false` and `repair: {enabled: false}` are one key), and not at all where it
+        does not apply. Without a model run (no search, no repair, no range rule) the sample
+        count `data.iterations` changes nothing either (the FLOP shapes come from one sample)."""
         key = dict(config)
+        repairing = cls._repairing(config)
+        key["repair"] = repair_settings(_plain(config.get("repair", True))) if repairing else {"enabled": False}
         if not cls._searching(config):
             key["search"] = {"enabled": config["search"]["enabled"]}
+            if repairing:
+                key["search"].update(tolerance=config["search"]["tolerance"], outputs=config["search"]["outputs"])
         if not cls._needs_feeds(config) and isinstance(config.get("data"), Mapping):
             key["data"] = {k: v for k, v in config["data"].items() if k != "iterations"}
         return key
@@ -47,10 +54,19 @@ class PlanPrecision(Stage):
         return bool(config["search"]["enabled"]) and config["default"] != "fp32" and not config["list_only"]
 
     @classmethod
+    def _repairing(cls, config: Mapping) -> bool:
+        """The repair applies to a reduced plan the search did not make (a search result passes, or no
+        plan did)."""
+        if config["default"] == "fp32" or config["list_only"] or cls._searching(config):
+            return False
+        return repair_settings(_plain(config.get("repair", True)))["enabled"]
+
+    @classmethod
     def _needs_feeds(cls, config: Mapping) -> bool:
         if config["list_only"]:
             return False
-        return cls._searching(config) or (config["default"] == "fp16" and config["auto"]["max_abs"] is not None)
+        return (cls._searching(config) or cls._repairing(config)
+                or (config["default"] == "fp16" and config["auto"]["max_abs"] is not None))
 
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.data import sample_feeds
@@ -80,11 +96,17 @@ class PlanPrecision(Stage):
         decisions, matches = plan_precision(net, config, feeds, notes)
         if not net.run_shapes:  # no reference run recorded the real shapes: infer them from a sample's
             record_feed_shapes(net, feeds[0] if feeds else feeds_for_shapes(model, config))
-        search_note = ""
+        search_note, repair = "", None
         if searching:
             net.last_materialised = None  # the search materialises many plans: not two copies alive at once
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
             derive_control_flow(net, decisions)  # the search moves body nodes: say what their If/Loop is now
+        elif self._repairing(config):
+            repair = _repair(model, net, decisions, feeds, config)
+            if repair.repaired:
+                net.last_materialised = None  # another plan than the stored-tensor check's
+                decisions = repair.decisions
+                derive_control_flow(net, decisions)
         node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
         # The stored-tensor check's materialisation when the plan did not change since (materialize_reuse.py).
         mixed, report = materialize_or_reuse(net, model, node_precision, config["keep_io_types"])
@@ -94,6 +116,8 @@ class PlanPrecision(Stage):
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
         document.update(notes)  # boundaries: the stored-tensor check (auto_boundaries.py)
+        if repair is not None and repair.ran:  # a plan that passed as decided is written as without the repair
+            document["repair"] = repair.to_json()
         record_removals(document, removed)
         document["tensorrt_check"] = _rules_against_tensorrt(inputs["model"], net, matches, self._backend)
         (out_dir / "precision_plan.json").write_text(json.dumps(document, indent=2) + "\n")
@@ -102,7 +126,7 @@ class PlanPrecision(Stage):
             outputs.update(search_rules="search_rules.yaml", search_log="search.json")
         return StageOutcome(
             outputs=outputs,
-            summary=summary_line(document) + search_note,
+            summary=summary_line(document) + search_note + _repair_note(repair, config),
             details={"materialize": {k: v for k, v in report.items() if k != "casts_added"}},
         )
 
@@ -126,6 +150,37 @@ def _rules_against_tensorrt(model_path: Path, net, matches, backend) -> dict:
         log.warning("precision rule %s: %d matched node(s) produce no TensorRT layer (%s): TensorRT's parser "
                     "folds or absorbs them, so the rule does not act on them", rule, len(nodes), ", ".join(nodes[:3]))
     return {"checked": True, "rules_without_layers": without}
+
+
+def _repair(model, net, decisions, feeds, config):
+    """The automatic plan checked under the emulation, and repaired when it breaks a bound (repair.py)."""
+    from trtpipe.search.repair import repair_plan
+    from trtpipe.validate.compare import Tolerances
+
+    settings = repair_settings(_plain(config["repair"]))
+    search = config["search"]
+    tolerances = Tolerances.from_mapping(search["tolerance"], search.get("outputs") or {})
+    result = repair_plan(model, decisions, feeds, tolerances, max_trials=settings["max_trials"],
+                         max_seconds=settings["max_seconds"], low_precision=config["default"],
+                         keep_io_types=config["keep_io_types"], shapes_of=net)
+    if result.ran:
+        log.info("precision repair: %d trials in %.2fs, %s", len(result.trials), result.seconds,
+                 "repaired" if result.repaired else "no passing plan")
+    return result
+
+
+def _repair_note(repair, config) -> str:
+    if repair is None:
+        return ""
+    from trtpipe.search.repair import repair_note
+
+    settings = repair_settings(_plain(config["repair"]))
+    return repair_note(repair, settings["max_trials"], settings["max_seconds"])
+
+
+def _plain(value):
+    """A config value as plain Python (the stage receives mappings; a bool stays a bool)."""
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def _search(model, decisions, feeds, config, out_dir: Path):

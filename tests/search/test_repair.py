@@ -1,0 +1,98 @@
+"""The repair (trtpipe/search/repair.py) on the built-in models, judged independently.
+
+- naive FP16 on the built-in transformer fails (collapsed LayerNorm variance): the repair must
+  return a plan that the validate stage's own path (materialise, `EmulatedRunner`, `compare_candidate`)
+  passes, that keeps every automatic FP32 node, and whose added nodes carry the reason `repair`;
+- a plan that passes as decided comes back untouched after one trial;
+- a budget too small to repair keeps the automatic plan and names the closest trial.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.precision.models import data_block, precision_config, prepared
+from trtpipe.data import sample_feeds
+from trtpipe.numerics.emulator import EmulatedRunner
+from trtpipe.numerics.reference import ReferenceRunner
+from trtpipe.precision.materialize.materialize import materialize
+from trtpipe.precision.network.decisions import MATERIALIZE_AS
+from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
+from trtpipe.precision.plan.planner import plan_precision
+from trtpipe.search.repair import repair_note, repair_plan
+from trtpipe.validate.compare import Tolerances, compare_candidate
+
+pytestmark = pytest.mark.slow  # trials under the emulation
+
+BOUNDS = Tolerances.from_mapping({"cosine_min": 0.9999, "rel_l2": 0.014})  # transformer_fp16's
+NAIVE = dict(max_abs=None, constants="off", normalization=False, softmax=False, island_size=0, fewest_casts=False)
+
+
+def _case(naive: bool):
+    model = prepared("transformer", False)
+    name_nodes_as_parser_does(model)
+    feeds = sample_feeds(model, data_block("transformer"))
+    net = network_from_model(model)
+    settings = precision_config(auto=NAIVE, respect_authored=False) if naive else precision_config()
+    decisions, _ = plan_precision(net, settings, feeds)
+    return model, net, feeds, decisions
+
+
+def _validate(model, feeds, decisions) -> bool:
+    """The validate stage's verdict on a plan, computed without the repair's trial machinery."""
+    candidate, _ = materialize(model, {n: MATERIALIZE_AS[d.precision] for n, d in decisions.items()})
+    reference = ReferenceRunner(model)
+    emulated = EmulatedRunner(candidate)
+    verdict = compare_candidate("emulated", [reference.run(f) for f in feeds], [emulated.run(f) for f in feeds],
+                                list(reference.graph_outputs), BOUNDS)
+    return verdict.passed
+
+
+def test_a_failing_naive_plan_is_repaired_into_one_validation_passes():
+    model, net, feeds, decisions = _case(naive=True)
+    assert not _validate(model, feeds, decisions)
+    result = repair_plan(model, decisions, feeds, BOUNDS, max_trials=40, max_seconds=600, shapes_of=net)
+    assert result.ran and result.repaired
+    assert _validate(model, feeds, result.decisions)
+    kept = {n for n, d in decisions.items() if d.precision == "fp32"}
+    assert kept <= {n for n, d in result.decisions.items() if d.precision == "fp32"}  # it only adds
+    repaired = {n for n, d in result.decisions.items() if d.source == "repair"}
+    assert repaired == set(result.added) and repaired
+    assert all(result.decisions[n].reason.startswith("repair: kept FP32") for n in repaired)
+    assert all(decisions[n].precision == "fp16" for n in repaired)
+    assert result.chosen.passed and result.trials[0].step == "automatic plan" and not result.trials[0].passed
+    # No heavy node was needed: the variance of the decomposed LayerNorms is what breaks.
+    assert result.chosen.low_precision_flop_share == pytest.approx(1.0)
+    note = repair_note(result, 40, 600)
+    assert note.startswith(f"; repaired: +{len(result.added)} FP32 nodes") and "cosine" in note
+    document = result.to_json()
+    assert document["repaired"] and document["added_fp32"] == result.added
+    assert len(document["trials"]) == len(result.trials) and "seconds" not in document["trials"][0]
+
+
+def test_a_plan_that_passes_is_returned_untouched_after_one_trial():
+    model, net, feeds, decisions = _case(naive=False)
+    result = repair_plan(model, decisions, feeds, BOUNDS, max_trials=40, max_seconds=600, shapes_of=net)
+    assert not result.ran and not result.repaired and result.checked.passed
+    assert result.decisions == decisions and result.added == []
+    assert repair_note(result, 40, 600) == ""
+
+
+def test_a_budget_too_small_keeps_the_automatic_plan_and_names_the_closest_trial():
+    model, net, feeds, decisions = _case(naive=True)
+    result = repair_plan(model, decisions, feeds, BOUNDS, max_trials=2, max_seconds=600, shapes_of=net)
+    assert result.ran and not result.repaired
+    assert result.decisions == decisions
+    assert len(result.trials) == 2 and result.ended_by == "max_trials"
+    assert result.best_failing in result.trials and not result.best_failing.passed
+    note = repair_note(result, 2, 600)
+    assert "NO passing plan in 2 trials" in note
+    assert note.endswith("Fix: widen the budget: precision.repair.max_trials=4 precision.repair.max_seconds=1200")
+
+
+def test_the_time_budget_never_skips_the_check_of_the_automatic_plan():
+    model, net, feeds, decisions = _case(naive=True)
+    result = repair_plan(model, decisions, feeds, BOUNDS, max_trials=40, max_seconds=1e-9, shapes_of=net)
+    assert len(result.trials) == 1 and not result.checked.passed
+    assert not result.repaired and result.ended_by == "max_seconds"
+    assert "precision.repair.max_seconds=2e-09" in repair_note(result, 40, 1e-9)
