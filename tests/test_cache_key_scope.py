@@ -15,13 +15,16 @@ from trtpipe.cache.cache import cache_key
 from trtpipe.cache.explain import changed_paths, explain_miss
 
 TO_PRECISION = "stages=[sanitize,upgrade_opset,precision]"
+# The repair judges plans by the tolerances, so with it on they are in precision's key (the last
+# test); the key-scope tests of the search's settings run with it off.
+NO_REPAIR = "precision.repair=false"
 SEARCH = ("precision.search.enabled=true", "precision.search.max_trials=2")
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("key_scope")
-    first = run_trtpipe(workdir, TO_PRECISION, run_name="first")
+    first = run_trtpipe(workdir, TO_PRECISION, NO_REPAIR, run_name="first")
     assert first.code == 0, first.stderr
     return workdir, first
 
@@ -32,7 +35,7 @@ def _precision(run) -> dict:
 
 def test_the_search_tolerance_is_not_in_the_key_while_the_search_is_off(work):
     workdir, first = work
-    changed = run_trtpipe(workdir, TO_PRECISION, "validate.tolerance.cosine_min=0.99",
+    changed = run_trtpipe(workdir, TO_PRECISION, NO_REPAIR, "validate.tolerance.cosine_min=0.99",
                           "+validate.outputs.pooler_output.max_abs=0.5", run_name="tolerance")
     assert changed.code == 0, changed.stderr
     assert changed.statuses()["precision"] == "cached"
@@ -44,11 +47,12 @@ def test_the_search_tolerance_is_not_in_the_key_while_the_search_is_off(work):
 
 def test_with_the_search_on_the_tolerance_reruns_precision_and_is_named(work):
     workdir, _ = work
-    searched = run_trtpipe(workdir, TO_PRECISION, *SEARCH, run_name="search")
+    searched = run_trtpipe(workdir, TO_PRECISION, NO_REPAIR, *SEARCH, run_name="search")
     assert searched.code == 0, searched.stderr
     assert searched.statuses()["precision"] == "ran"
     assert "config.search.enabled changed false -> true" in searched.stdout  # the switch first, not its settings
-    tighter = run_trtpipe(workdir, TO_PRECISION, *SEARCH, "validate.tolerance.cosine_min=0.99", run_name="search2")
+    tighter = run_trtpipe(workdir, TO_PRECISION, NO_REPAIR, *SEARCH, "validate.tolerance.cosine_min=0.99",
+                          run_name="search2")
     assert tighter.code == 0, tighter.stderr
     assert tighter.statuses()["precision"] == "ran"
     line = next(line for line in tighter.stdout.splitlines() if "precision" in line and " ran " in line)
@@ -57,9 +61,9 @@ def test_with_the_search_on_the_tolerance_reruns_precision_and_is_named(work):
 
 def test_reasons_do_not_report_a_filled_empty_mapping_as_a_change(work):
     workdir, _ = work
-    run = run_trtpipe(workdir, "stages=[sanitize,upgrade_opset,precision,validate]", run_name="v1")
+    run = run_trtpipe(workdir, "stages=[sanitize,upgrade_opset,precision,validate]", NO_REPAIR, run_name="v1")
     assert run.code == 0, run.stderr
-    more = run_trtpipe(workdir, "stages=[sanitize,upgrade_opset,precision,validate]",
+    more = run_trtpipe(workdir, "stages=[sanitize,upgrade_opset,precision,validate]", NO_REPAIR,
                        "+validate.outputs.pooler_output.max_abs=0.5", run_name="v2")
     assert more.code == 0, more.stderr
     assert more.statuses() == {"sanitize": "cached", "upgrade_opset": "cached", "precision": "cached", "validate": "ran"}
@@ -112,13 +116,30 @@ def test_verify_accepts_a_manifest_written_with_the_older_key_shape(work, tmp_pa
 
 def test_a_rerun_after_the_key_narrowed_says_so_not_a_setting_change():
     searched = {"enabled": False, "max_trials": 30, "tolerance": {"cosine_min": 0.999}, "outputs": {}}
-    config = {"default": "fp16", "list_only": False, "auto": {"max_abs": 4096.0}, "data": {"seed": 0, "iterations": 2}}
+    config = {"default": "fp16", "list_only": False, "auto": {"max_abs": 4096.0}, "data": {"seed": 0, "iterations": 2},
+              "repair": {"enabled": False}}
     old = {"stage": "precision", "version": "13", "config": {**config, "search": searched}}
     new = {"stage": "precision", "version": "13", "config": {**config, "search": {"enabled": False}}}
     assert explain_miss([old], new) == (
         "the key no longer holds settings this stage does not read (entries of an earlier trtpipe)")
     tighter = {**new, "config": {**config, "auto": {"max_abs": 1024.0}, "search": {"enabled": False}}}
     assert explain_miss([old], tighter) == "config.auto.max_abs changed 4096.0 -> 1024.0"
+
+
+def test_with_the_repair_on_a_tighter_bound_reruns_precision_and_is_named(tmp_path):
+    """The repair (on by default) checks the plan against the bounds: a tighter one may need another
+    plan, so it reruns precision; the repair's own budget is in the key too, the search's is not."""
+    first = run_trtpipe(tmp_path, TO_PRECISION, run_name="first")
+    assert first.code == 0, first.stderr
+    material = _precision(first)["material"]["config"]
+    assert material["repair"] == {"enabled": True, "max_trials": 40, "max_seconds": 600.0}
+    assert material["search"]["tolerance"]["cosine_min"] == 0.999 and "max_trials" not in material["search"]
+    tighter = run_trtpipe(tmp_path, TO_PRECISION, "validate.tolerance.cosine_min=0.99", run_name="tighter")
+    assert tighter.code == 0, tighter.stderr
+    line = next(line for line in tighter.stdout.splitlines() if line.strip().startswith("precision ") and " ran " in line)
+    assert line.endswith("(config.search.tolerance.cosine_min changed 0.999 -> 0.99)"), line
+    same = run_trtpipe(tmp_path, TO_PRECISION, "precision.search.max_trials=7", run_name="search_budget")
+    assert same.statuses()["precision"] == "cached"
 
 
 def test_a_rerun_names_the_setting_that_changed_not_settings_that_entered_the_key(tmp_path):

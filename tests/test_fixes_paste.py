@@ -110,6 +110,15 @@ PASTE = {
     "trtpipe/graph/sanitize.py:_growth_rule: sanitize.fold_growth_limit={} / sanitize.fold_growth_floor_bytes={}: "
     "the limit must be a number >= 1 and the floor a byte count >= 0":
         Paste(("stages=[sanitize]", "sanitize.fold_growth_limit=0.5")),
+    "trtpipe/config/schema.py:repair_settings: precision.repair is {}, neither true/false nor a mapping such as "
+    "{max_trials: 80}":
+        Paste(("stages=[sanitize]", "precision.repair=sometimes")),
+    "trtpipe/config/schema.py:repair_settings: precision.repair.{} is {}, {}":
+        Paste(("stages=[sanitize]", "precision.repair.max_trials=1")),
+    "trtpipe/search/repair.py:repair_note: ; Fix: widen the budget: precision.repair.max_trials={} "
+    "precision.repair.max_seconds={}":
+        Paste(("+recipe=naive_fp16", "stages=[sanitize,upgrade_opset,precision,validate]",
+               "precision.repair.enabled=true", "precision.repair.max_trials=2")),
     "trtpipe/config/check.py:_one_of: config value of '{}' is {}":
         Paste(("stages=[sanitize]", "precision.default=fp61")),
     "trtpipe/config/build_schema.py:checked_choice: build.{} is {}":
@@ -146,6 +155,8 @@ PROSE = {
         DATA_FILE,
     'trtpipe/api.py:_refuse_hydra_overrides: override {}: {} is a Hydra setting the Python API does not use': API_ONLY,
     'trtpipe/config/build_schema.py:_bytes: {} is {}': USER_VALUE,
+    "trtpipe/config/schema.py:repair_settings: precision.repair has no key {}; valid keys under 'precision.repair' "
+    "are: {}": CHOICE,
     'trtpipe/trt/rtx/options.py:provider_options: {} builds one optimization profile, build.profiles has {}':
         USER_VALUE,
     'trtpipe/config/build_schema.py:check_optimization_level: build.builder_optimization_level is {}': CHOICE,

@@ -141,24 +141,23 @@ def repair_settings(value) -> dict:
     if isinstance(value, bool):
         return {**REPAIR_DEFAULTS, "enabled": value}
     if not isinstance(value, dict):
-        raise UserError(f"precision.repair is {value!r}, neither true/false nor a mapping",
-                        "precision.repair=false, or precision.repair.max_trials=80")
+        raise UserError(f"precision.repair is {value!r}, neither true/false nor a mapping such as "
+                        "{max_trials: 80}", "precision.repair=true")
     unknown = sorted(set(value) - set(REPAIR_DEFAULTS))
     if unknown:
         raise UserError(f"precision.repair has no key {unknown[0]!r}; valid keys under 'precision.repair' are: "
-                        f"{', '.join(REPAIR_DEFAULTS)}", f"spell it as one of those, e.g. precision.repair.max_trials=80")
+                        f"{', '.join(REPAIR_DEFAULTS)}", "spell it as one of those")
     settings = {**REPAIR_DEFAULTS, **value}
-    if not isinstance(settings["enabled"], bool):
-        raise UserError(f"precision.repair.enabled is {settings['enabled']!r}, not true or false",
-                        "precision.repair.enabled=false")
-    trials, seconds = settings["max_trials"], settings["max_seconds"]
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
-        raise UserError(f"precision.repair.max_trials is {trials!r}, not a whole number of at least 2 "
-                        "(the check of the automatic plan and one repair)", "precision.repair.max_trials=40")
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise UserError(f"precision.repair.max_seconds is {seconds!r}, not a positive number of seconds",
-                        "precision.repair.max_seconds=600")
-    return {**settings, "max_seconds": float(seconds)}
+    checks = {"enabled": (lambda v: isinstance(v, bool), "not true or false", "precision.repair.enabled=true"),
+              # 2: the check of the automatic plan and one repair trial
+              "max_trials": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 2,
+                             "not a whole number of trials of at least 2", "precision.repair.max_trials=40"),
+              "max_seconds": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+                              "not a positive number of seconds", "precision.repair.max_seconds=600")}
+    for key, (valid, expected, fix) in checks.items():
+        if not valid(settings[key]):
+            raise UserError(f"precision.repair.{key} is {settings[key]!r}, {expected}", fix)
+    return {**settings, "max_seconds": float(settings["max_seconds"])}
 
 
 @dataclass

@@ -154,7 +154,7 @@ def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> st
         metric = (before.worst or {}).get("metric")
         change = ""
         if metric in before.errors and metric in after.errors:
-            change = f", {metric} {before.errors[metric]:.4g} -> {after.errors[metric]:.4g}"
+            change = f", {metric} {_value(metric, before.errors[metric])} -> {_value(metric, after.errors[metric])}"
         return (f"; repaired: +{len(result.added)} FP32 nodes (reason 'repair' in the plan), FLOPs "
                 f"{before.low_precision_flop_share:.1%} -> {after.low_precision_flop_share:.1%}{change} "
                 f"({trials} trials)")
@@ -166,6 +166,12 @@ def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> st
                        "failing trial")
     return text + (f"; Fix: widen the budget: precision.repair.max_trials={2 * max_trials} "
                    f"precision.repair.max_seconds={2 * max_seconds:g}")
+
+
+def _value(metric: str, value: float) -> str:
+    """A metric as the verdict table shows it: agreement metrics to 6 decimals (0.9999 of a cosine
+    would hide 0.99985 failing a bound of 0.9999), the others to 4 significant digits."""
+    return f"{value:.6f}" if metric in ("cosine", "argmax_agree") else f"{value:.4g}"
 
 
 def _grow(steps: SearchSteps, net: Network, split: PlanSplit,

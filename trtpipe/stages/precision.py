@@ -157,7 +157,7 @@ def _repair(model, net, decisions, feeds, config):
     from trtpipe.search.repair import repair_plan
     from trtpipe.validate.compare import Tolerances
 
-    settings = repair_settings(_plain(config["repair"]))
+    settings = repair_settings(_plain(config.get("repair", True)))
     search = config["search"]
     tolerances = Tolerances.from_mapping(search["tolerance"], search.get("outputs") or {})
     result = repair_plan(model, decisions, feeds, tolerances, max_trials=settings["max_trials"],
@@ -174,7 +174,7 @@ def _repair_note(repair, config) -> str:
         return ""
     from trtpipe.search.repair import repair_note
 
-    settings = repair_settings(_plain(config["repair"]))
+    settings = repair_settings(_plain(config.get("repair", True)))
     return repair_note(repair, settings["max_trials"], settings["max_seconds"])
 
 
