@@ -1,9 +1,10 @@
 """Automatic rule: constants that do not fit the low-precision type.
 
-An initializer or Constant with values beyond ±65504 becomes ±inf in FP16 (the
-Hugging Face attention mask, -3.4e38, turns outputs into NaN that way): its
+An initializer or Constant with finite values beyond ±65504 becomes ±inf in FP16
+(the Hugging Face attention mask, -3.4e38, turns outputs into NaN that way): its
 real consumers stay FP32 (`keep_fp32`), or the values are clipped by the
-materialiser (`saturate`), or nothing is done (`off`).
+materialiser (`saturate`), or nothing is done (`off`). ±inf and NaN are FP16
+values, stored unchanged: they keep no consumer FP32 (`-inf` masks, issue 30).
 
 Values below FP16's smallest subnormal flush to zero. Whether that matters is
 decided per constant and consumer by its effect, and the measure is recorded
@@ -74,7 +75,10 @@ class ConstantProblem:
 
 
 def constant_problems(net: Network, low_precision: str) -> dict[str, ConstantProblem]:
-    """tensor name -> its problem, for constants that do not fit FP16 (BF16 has FP32's range).
+    """tensor name -> its problem, for constants that do not fit FP16.
+
+    BF16 has FP32's range but for finite values beyond 3.3895e38 (FP32's own extremes, such as
+    finfo(float32).min masks), which the materialiser clips to that value and reports (weights.py).
 
     Decision: tensors are checked on two threads (reading a weight and NumPy's
     reductions release the GIL), in batches (batched_threads.py): on a 2.7 GB model this
@@ -97,10 +101,12 @@ def _problem(array: np.ndarray) -> ConstantProblem | None:
     values = array.ravel()
     if values.dtype not in (np.float16, np.float32, np.float64):  # bfloat16 (ml_dtypes): widen, exactly
         values = values.astype(np.float32)
-    largest = float(np.fmax(values.max(), -values.min()))  # NaN only if every value is NaN
-    if largest > FP16_MAX:
-        return ConstantProblem("exceeds", largest)
-    below = (values < FLUSH_THRESHOLD) & (values > -FLUSH_THRESHOLD)  # zeros included
+    largest = float(np.fmax(values.max(), -values.min()))  # inf or NaN when the tensor holds one
+    if not largest <= FP16_MAX:
+        largest = _largest_finite(values)
+        if largest > FP16_MAX:
+            return ConstantProblem("exceeds", largest)
+    below = (values < FLUSH_THRESHOLD) & (values > -FLUSH_THRESHOLD)  # zeros included; inf and NaN are not
     if not below.any():
         return None
     flushed = values[below]
@@ -108,8 +114,22 @@ def _problem(array: np.ndarray) -> ConstantProblem | None:
     if not flushed.size:
         return None
     total = float(np.linalg.norm(values))  # BLAS nrm2: one pass, scaled (no overflow), no copy
+    if not np.isfinite(total):  # an inf or NaN entry: the share among the finite values, which carry a norm
+        total = float(np.linalg.norm(values[np.isfinite(values)]))
     share = float(np.linalg.norm(flushed)) / total if total > 0 else 1.0
     return ConstantProblem("flushes", float(flushed.min()), int(flushed.size), share, values.size <= _SMALL_TENSOR)
+
+
+def _largest_finite(values: np.ndarray) -> float:
+    """The largest finite |value| (0 when there is none).
+
+    Decision: +-inf and NaN are FP16 values, stored as they are (weights.py keeps them, the
+    emulator reads them back unchanged), so they are no reason to keep a consumer FP32; only a
+    finite value beyond 65504 changes when stored (issue 30: a DistilBERT export's masked_fill(-inf)
+    kept its 6 Where nodes FP32 with 12 Casts). A NaN must not hide a finite 1e6 either (NumPy's
+    max of an array holding NaN is NaN)."""
+    finite = values[np.isfinite(values)]
+    return float(np.fmax(finite.max(), -finite.min())) if finite.size else 0.0
 
 
 def flush_inputs(net: Network, problems: dict[str, ConstantProblem]) -> set[str]:
