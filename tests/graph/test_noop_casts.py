@@ -60,6 +60,9 @@ def test_real_conversions_and_unknown_types_stay(tmp_path):
     model.opset_import.append(helper.make_opsetid("custom", 1))
     out, report = sanitize(tmp_path, model)
     assert report["noop_casts_removed"] == report["noop_casts_kept"] == [] and cast_count(out) == 3
+    model.graph.value_info.append(graphs.float_input("m", [2, 3]))  # its author's word: no inference checked it
+    out, report = sanitize(tmp_path, model, "stated")
+    assert report["noop_casts_removed"] == [] and cast_count(out) == 3
 
 
 def test_a_graph_output_keeps_its_name_and_a_cast_that_gives_it_stays(tmp_path):

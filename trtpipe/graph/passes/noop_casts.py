@@ -19,9 +19,11 @@ Where a type comes from (never a guess: a Cast whose input type is unknown stays
 - graph inputs (ONNX Runtime enforces their declared type), initializers,
   Constant nodes (their value's type), the outputs of Casts (their `to`);
 - `value_info` and the declared graph outputs only when sanitize inferred
-  shapes (`trust_value_info`): that inference just ran, so they are derived,
-  not an author's claims that nothing checks (with `sanitize.infer_shapes=false`
-  a stale entry would make a real conversion look like a no-op).
+  shapes (`trust_value_info`), and only for outputs of standard ops: that
+  inference just ran, so those are derived, not an author's claims that
+  nothing checks (with `sanitize.infer_shapes=false` a stale entry would make
+  a real conversion look like a no-op; a custom op's outputs keep the entry
+  its author wrote, which no inference checked).
 
 Decisions (each with its reason):
 - A Cast that writes a graph output keeps the output's name: its (resolved)
@@ -116,8 +118,10 @@ def _name(node: onnx.NodeProto, index: int) -> str:
 def known_element_types(graph: onnx.GraphProto, *, trust_value_info: bool) -> dict[str, int]:
     """Tensor name -> element type, from the sources the module docstring lists (0, unknown, left out)."""
     types = {tensor.name: tensor.data_type for tensor in graph.initializer}
-    declared = [*graph.input, *((*graph.value_info, *graph.output) if trust_value_info else ())]
-    for value in declared:
+    derived = {tensor for node in graph.node if node.domain in DEFAULT_DOMAINS for tensor in node.output} \
+        if trust_value_info else set()
+    inferred = [value for value in (*graph.value_info, *graph.output) if value.name in derived]
+    for value in [*graph.input, *inferred]:
         if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
             types.setdefault(value.name, value.type.tensor_type.elem_type)
     for node in graph.node:
