@@ -42,6 +42,9 @@ class SanitizeConfig:
     cleanup: bool = True
     toposort: bool = True
     fix_reshape_allowzero: bool = True
+    # A Cast to the type its input already has is removed (trtpipe/graph/passes/noop_casts.py): it changes no
+    # value, and the precision stage would respect it as an author's precision decision.
+    remove_noop_casts: bool = True
     # Folding never inflates a model (trtpipe/graph/fold/growth.py): a node whose folded outputs would be more
     # than fold_growth_limit x max(its inputs' bytes, fold_growth_floor_bytes) stays in the graph (TensorRT
     # evaluates it at build time). null: no limit (Polygraphy's folding as is, up to 64 MiB per tensor).

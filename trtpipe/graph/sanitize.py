@@ -3,7 +3,9 @@
 In order: strip `value_info` that shape inference will derive again, remove
 dead nodes and sort topologically (onnx-graphsurgeon), infer shapes and fold
 constants (Polygraphy's loaders), strip `value_info` that went stale, infer
-shapes again, write Reshape's `allowzero` default explicitly, save.
+shapes again, remove Casts to the type their input already has (noop_casts.py:
+they are no precision decision, yet the precision stage respects every Cast),
+write Reshape's `allowzero` default explicitly, save.
 
 Decisions (each with its reason):
 - Polygraphy's `fold_constants` is used as is, twice: first without
@@ -91,6 +93,7 @@ from trtpipe.graph.onnx_gs.gs_bridge import graph_from_model, model_from_graph, 
 from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted
 from trtpipe.onnxmodel.onnx_io import load_model, save_model
 from trtpipe.graph.names.node_names import make_node_names_unique
+from trtpipe.graph.passes.noop_casts import remove_noop_casts
 from trtpipe.graph.passes.opset import default_opset
 from trtpipe.graph.passes.reshape_allowzero import make_reshape_allowzero_explicit
 from trtpipe.graph.passes.shape_ranges import restore_shape_ranges, split_shape_ranges
@@ -115,6 +118,7 @@ def sanitize_model(
     cleanup: bool = True,
     toposort: bool = True,
     fix_reshape_allowzero: bool = True,
+    remove_noop_casts: bool = True,
     fold_growth_limit: float | None = DEFAULT_FACTOR,
     fold_growth_floor_bytes: int = DEFAULT_FLOOR_BYTES,
 ) -> dict:
@@ -124,7 +128,8 @@ def sanitize_model(
     """
     growth = None if fold_growth_limit is None else _growth_rule(fold_growth_limit, fold_growth_floor_bytes)
     options = dict(infer_shapes=infer_shapes, fold_constants=fold_constants, cleanup=cleanup,
-                   toposort=toposort, fix_reshape_allowzero=fix_reshape_allowzero, growth=growth)
+                   toposort=toposort, fix_reshape_allowzero=fix_reshape_allowzero,
+                   remove_noop_casts=remove_noop_casts, growth=growth)
     src, dst = Path(src), Path(dst)
     report, written = _sanitized(src, dst, options, required=None)
     result = validity.file_problems(dst)
@@ -145,9 +150,9 @@ def sanitize_model(
     for warning in report["warnings"]:
         logger.warning("sanitize: %s", warning)
     logger.info(
-        "sanitized %s: %d -> %d nodes (%d dead, %d folded)",
+        "sanitized %s: %d -> %d nodes (%d dead, %d folded, %d no-op Casts removed)",
         src.name, report["nodes_before"], report["nodes_after"],
-        report.get("dead_nodes_removed", 0), report.get("nodes_folded", 0),
+        report.get("dead_nodes_removed", 0), report.get("nodes_folded", 0), len(report.get("noop_casts_removed", ())),
     )
     return report
 
@@ -242,6 +247,11 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
                     + (", ..." if len(renamed) > 5 else "")] if renamed else []
         return model, {"nodes_renamed": renamed, "warnings": warnings}
 
+    def noop_casts(model):
+        # Types from value_info only when this sanitize inferred them (noop_casts.py says why).
+        result = remove_noop_casts(model, trust_value_info=infer)
+        return model, {"noop_casts_removed": result["removed"], "noop_casts_kept": result["kept"]}
+
     def allowzero(model):
         return model, {"reshape_allowzero_made_explicit": make_reshape_allowzero_explicit(model, default_opset(model))}
 
@@ -255,6 +265,10 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
     if fold:
         passes.append(GraphPass("constant folding", folded))
     passes.append(GraphPass("value_info refresh", refreshed, in_place=True))
+    if options["remove_noop_casts"]:
+        # After the refresh: the types it reads are those of the final graph (folding may have
+        # replaced a Cast's producer, or folded the Cast of a constant away).
+        passes.append(GraphPass("no-op Cast removal", noop_casts, in_place=True))
     if options["fix_reshape_allowzero"]:
         passes.append(GraphPass("Reshape allowzero", allowzero, in_place=True))
     return passes

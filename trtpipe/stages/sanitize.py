@@ -1,4 +1,4 @@
-"""sanitize: load (external data too), infer shapes, fold constants, clean up, toposort."""
+"""sanitize: load (external data too), infer shapes, fold constants, clean up, toposort, drop no-op Casts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from trtpipe.stages.base import Stage, StageOutcome
 class SanitizeModel(Stage):
     name = "sanitize"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "6"
+    version = "7"
     consumes = ("model",)
     # `reference`: the same file, kept by kind so validate compares against the sanitized
     # model even after later stages replace `model`.
@@ -24,6 +24,14 @@ class SanitizeModel(Stage):
         report = sanitize_model(inputs["model"], out_dir / "model.onnx", **config)
         before, after = report.get("nodes_before"), report.get("nodes_after")
         summary = f"{before} -> {after} nodes, {report.get('nodes_folded', 0)} folded"
+        removed, kept = report.get("noop_casts_removed") or [], report.get("noop_casts_kept") or []
+        if removed or kept:
+            # A Cast to its input's own type is no precision decision (graph/passes/noop_casts.py); the names
+            # are in the details, the line says how many and why any stayed.
+            summary += f"; {len(removed)} no-op Cast(s) removed"
+            if kept:
+                summary += f" ({len(kept)} kept: {kept[0]['node']}: {kept[0]['reason']}" \
+                    + (", ..." if len(kept) > 1 else "") + ")"
         renamed = report.get("nodes_renamed") or []
         if renamed:
             summary += f"; {len(renamed)} duplicate node name(s) made unique (" + ", ".join(

@@ -1,4 +1,4 @@
-"""Small undoable graph passes and checks: opset conversion, Reshape allowzero,
+"""Small undoable graph passes and checks: opset conversion, Reshape allowzero, no-op Casts,
 input dims, shape ranges, model validity.
 
 May import `trtpipe.onnxmodel` and `trtpipe.numerics`.
