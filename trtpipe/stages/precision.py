@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 class PlanPrecision(Stage):
     name = "precision"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "26"
+    version = "27"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -62,7 +62,9 @@ class PlanPrecision(Stage):
         from trtpipe.precision.network.names_table import write_names_table
         from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
         from trtpipe.precision.plan.plan_document import plan_document, summary_line
+        from trtpipe.precision.plan.baseline import is_baseline, refuse_unless_fp32
         from trtpipe.precision.plan.planner import plan_precision
+        from trtpipe.precision.materialize.materialize import authored_element_types
         from trtpipe.precision.materialize.cast_steps import cast_steps
         from trtpipe.precision.materialize.redundant_casts import forget_removed_casts, record_removals, remove_redundant_casts
 
@@ -91,6 +93,8 @@ class PlanPrecision(Stage):
         removed = remove_redundant_casts(mixed)  # dead Casts and exact round trips (redundant_casts.py)
         forget_removed_casts(report, removed)
         report["casts"] = cast_steps(mixed)  # counted again without the removed ones
+        if is_baseline(config["default"]):  # the FP32 baseline computes in FP32, or refuses (baseline.py)
+            refuse_unless_fp32(mixed, authored_element_types(mixed), report["precision_not_applied"])
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
         document.update(notes)  # boundaries: the stored-tensor check (auto_boundaries.py)
