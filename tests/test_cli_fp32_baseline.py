@@ -76,9 +76,15 @@ def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("fp32_baseline")
 
 
-def test_fp16_weights_and_compute_are_promoted(workdir):
+@pytest.fixture(scope="module")
+def transformer16(workdir):
     source = stored_in_fp16("transformer", keep_io_types=True)
     onnx.save(source, str(workdir / "transformer16.onnx"))
+    return source
+
+
+def test_fp16_weights_and_compute_are_promoted(workdir, transformer16):
+    source = transformer16
     run = run_trtpipe(workdir, "+recipe=fp32", "model.path=transformer16.onnx", *data_overrides("transformer"),
                       run_name="transformer16")
     model = check_baseline(run, source)
@@ -150,3 +156,12 @@ def test_a_loop_carrying_fp16_state_is_refused_in_one_line(workdir):
     errors = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "baseline" in errors[0] and "'loop'" in errors[0] and "Loop/Scan" in errors[0], errors
     assert run.statuses()["precision"] == "failed"
+
+
+def test_a_user_rule_for_fp16_on_the_baseline_is_the_users_choice(workdir, transformer16):
+    """FP32 default with FP16 rules is a plan like any other: the baseline check leaves the ruled nodes."""
+    query = "/encoder/layer.0/attention/self/query/MatMul"
+    run = run_trtpipe(workdir, "+recipe=fp32", "model.path=transformer16.onnx", *data_overrides("transformer"),
+                      f"+precision.rules.q={{match:exact,pattern:'{query}',precision:fp16}}", run_name="ruled")
+    assert run.code == 0, run.stdout + run.stderr
+    assert {node for node, _ in low_tensors_of_compute(written(run))} == {query}

@@ -18,7 +18,8 @@ Decisions:
   and writes its float tensors in FP32 (FP64 is left as it is). A node the materialiser keeps
   in FP16/BF16 (an op of another domain, a Loop/Scan carrying FP16 state across iterations)
   refuses the run with one line naming it and why (exit 2): a "baseline" that still computes
-  in FP16 would be a false comparison. Not checked: nodes with no float input whose output
+  in FP16 would be a false comparison. Nodes a user rule sets to FP16/BF16 are the user's
+  choice, not checked. Not checked: nodes with no float input whose output
   type an attribute sets (ConstantOfShape's `value`, RandomNormal's `dtype`, a Constant read
   only by a Cast): they compute nothing, and their FP16 values reach FP32 readers through an
   exact Cast; graph inputs and outputs kept in their type (`keep_io_types`), which only the
@@ -98,14 +99,16 @@ def cast_decision(net: Network, name: str) -> Decision | None:
                                                  written=written), "structure")
 
 
-def fp32_problems(model: onnx.ModelProto, types: dict[str, int]) -> list[tuple[str, str, str, int]]:
+def fp32_problems(model: onnx.ModelProto, types: dict[str, int],
+                  planned_low: frozenset[str] = frozenset()) -> list[tuple[str, str, str, int]]:
     """(node, op type, tensor, type) for every FP16/BF16 tensor a node other than a Cast reads or
     writes in `model` (bodies included), skipping nodes with no float input whose output type an
-    attribute sets (module docstring). `types`: every tensor's element type."""
+    attribute sets (module docstring) and `planned_low`, the nodes a user rule sets to FP16/BF16.
+    `types`: every tensor's element type."""
     found = []
     for graph in all_graphs(model.graph):
         for node in graph.node:
-            if node.op_type in ("Cast", "CastLike") and node.domain in DEFAULT_DOMAINS:
+            if (node.op_type in ("Cast", "CastLike") and node.domain in DEFAULT_DOMAINS) or node.name in planned_low:
                 continue
             inputs = [t for t in node.input if t and types.get(t) is not None]
             if not has_body(node) and not any(types[t] in RETYPABLE for t in inputs):
@@ -116,9 +119,11 @@ def fp32_problems(model: onnx.ModelProto, types: dict[str, int]) -> list[tuple[s
     return found
 
 
-def refuse_unless_fp32(model: onnx.ModelProto, types: dict[str, int], not_applied: list[dict]) -> None:
-    """One line (exit 2) naming the first node the baseline could not compute in FP32, and why."""
-    problems = fp32_problems(model, types)
+def refuse_unless_fp32(model: onnx.ModelProto, types: dict[str, int], not_applied: list[dict],
+                       planned_low: frozenset[str] = frozenset()) -> None:
+    """One line (exit 2) naming the first node the baseline could not compute in FP32, and why.
+    `planned_low`: nodes a user rule sets to FP16/BF16, which are not the baseline's to check."""
+    problems = fp32_problems(model, types, planned_low)
     if not problems:
         return
     node, op_type, tensor, elem_type = problems[0]
