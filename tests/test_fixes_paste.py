@@ -25,6 +25,7 @@ import pytest
 from tests.cli_helpers import run_trtpipe
 from tests.fix_catalogue import collected_fixes
 from tests.test_cli_dynamic_inputs import small_model, token_model
+from tests.test_cli_fp32_baseline import loop_carrying_fp16
 
 # Why a Fix is prose: each row names one of these.
 CHOICE = "the Fix lists the valid values or the closest names; which one is meant only the user knows"
@@ -53,8 +54,12 @@ class Paste:
     replace: bool = False  # the Fix's first word is the override it replaces by its second
 
 
-# `{tokens}`: an int64 [batch, seq] model; `{dynamic}`: a float [-1, 3, 8, 8] model (tests/test_cli_dynamic_inputs.py).
+# `{tokens}`: an int64 [batch, seq] model; `{dynamic}`: a float [-1, 3, 8, 8] model (tests/test_cli_dynamic_inputs.py);
+# `{loop16}`: a Loop carrying FP16 state (tests/test_cli_fp32_baseline.py).
 PASTE = {
+    "trtpipe/precision/plan/baseline.py:refuse_unless_fp32: precision.default=fp32 (baseline) cannot compute {} "
+    "node '{}' in FP32: it still {} {} tensor '{}' because {}{}":
+        Paste(("+recipe=fp32", "model.path={loop16}")),
     "trtpipe/cache/manage.py:parse_size: {} {} is not a size (units K, M, G, T, Ki, Mi, Gi, Ti)":
         Paste(("stages=[sanitize]", "cache.max_size=12X")),
     "trtpipe/config/append_hint.py:append_hint: config key '{}' is a new entry: a key the config does not have yet "
@@ -339,6 +344,7 @@ def workdir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("fixes")
     onnx.save(token_model(), str(directory / "tokens.onnx"))
     onnx.save(small_model(-1), str(directory / "dynamic.onnx"))
+    onnx.save(loop_carrying_fp16(), str(directory / "loop16.onnx"))
     return directory
 
 
@@ -346,7 +352,7 @@ def workdir(tmp_path_factory):
 def test_the_fix_works_when_pasted(workdir, key):
     row = PASTE[key]
     argv = [arg.replace("{tokens}", str(workdir / "tokens.onnx")).replace("{dynamic}", str(workdir / "dynamic.onnx"))
-            for arg in row.argv]
+            .replace("{loop16}", str(workdir / "loop16.onnx")) for arg in row.argv]
     pattern = problem_pattern(key)
     name = re.sub(r"\W+", "_", key.split(": ", 1)[0])
     first = run_trtpipe(workdir, *argv, cache=workdir / "cache", run_name=name)

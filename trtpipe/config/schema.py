@@ -175,6 +175,7 @@ class PrecisionConfig:
     keep_io_types: bool = True
     on_unmatched: str = "error"  # error | warn
     # Leave FP16/FP32 islands an author already placed (mixed-precision models) as they are.
+    # Low-precision defaults only: `default: fp32` is the baseline and promotes them (plan/baseline.py).
     respect_authored: bool = True
     auto: AutoPrecisionConfig = field(default_factory=AutoPrecisionConfig)
     search: SearchConfig = field(default_factory=SearchConfig)

@@ -71,14 +71,16 @@ class PlanPrecision(Stage):
     def run(self, inputs: Mapping[str, Path], config: Mapping, out_dir: Path) -> StageOutcome:
         from trtpipe.data import sample_feeds
         from trtpipe.onnxmodel.onnx_io import load_model, save_model
-        from trtpipe.precision.network.decisions import MATERIALIZE_AS
+        from trtpipe.precision.network.decisions import LOW_PRECISIONS, MATERIALIZE_AS
         from trtpipe.precision.auto.control_flow import derive_control_flow
         from trtpipe.precision.network.flop_shapes import feeds_for_shapes, record_feed_shapes
         from trtpipe.precision.materialize.materialize_reuse import materialize_or_reuse
         from trtpipe.precision.network.names_table import write_names_table
         from trtpipe.precision.network.network import name_nodes_as_parser_does, network_from_model
         from trtpipe.precision.plan.plan_document import plan_document, summary_line
+        from trtpipe.precision.plan.baseline import is_baseline, refuse_unless_fp32
         from trtpipe.precision.plan.planner import plan_precision
+        from trtpipe.precision.materialize.materialize import authored_element_types
         from trtpipe.precision.materialize.cast_steps import cast_steps
         from trtpipe.precision.materialize.redundant_casts import forget_removed_casts, record_removals, remove_redundant_casts
 
@@ -113,6 +115,9 @@ class PlanPrecision(Stage):
         removed = remove_redundant_casts(mixed)  # dead Casts and exact round trips (redundant_casts.py)
         forget_removed_casts(report, removed)
         report["casts"] = cast_steps(mixed)  # counted again without the removed ones
+        if is_baseline(config["default"]):  # the FP32 baseline computes in FP32, or refuses (baseline.py)
+            refuse_unless_fp32(mixed, authored_element_types(mixed), report["precision_not_applied"],
+                               frozenset(n for n, d in decisions.items() if d.precision in LOW_PRECISIONS))
         save_model(mixed, out_dir / "model.onnx")
         document = plan_document(net, decisions, matches, config["default"], report)
         document.update(notes)  # boundaries: the stored-tensor check (auto_boundaries.py)

@@ -126,6 +126,7 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
     decided = [
         decide_node_types(node, precision, types, opsets, by_key) for node, precision in zip(graph.node, precisions)
     ]
+    _retarget_casts(graph, decided)
     report["if_outputs_retyped"] += retype_if_outputs(graph, decided, node_precision, types, opsets)
     body_needs = body_demands(graph, node_precision, types, opsets) if index.implicit else None
     weights = decide_weight_types(graph, index, decided, precisions, types, keep_io_types, names,
@@ -181,6 +182,17 @@ def _materialize_graph(graph, node_precision, types, opsets, names: UniqueNames,
     # A body may now read an author's Cast this graph placed after its control-flow node.
     if has_bodies and not is_topologically_sorted(list(graph.node)):
         _replace_nodes(graph, topologically_sorted(list(graph.node)))
+
+
+def _retarget_casts(graph: onnx.GraphProto, decided: list) -> None:
+    """Write the `to` of every Cast whose decided output type differs from it (a Cast planned fp32
+    that cast to FP16: node_types.py `_promoted_cast`)."""
+    for node, node_types in zip(graph.node, decided):
+        if node.op_type != "Cast" or node_types.target is None or not node_types.outputs:
+            continue
+        for attribute in node.attribute:
+            if attribute.name == "to" and attribute.i != node_types.outputs[0]:
+                attribute.i = node_types.outputs[0]
 
 
 def _has_bodies(graph: onnx.GraphProto) -> bool:

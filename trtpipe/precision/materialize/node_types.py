@@ -26,7 +26,10 @@ float tensors. Which tensors those are comes from the op schema:
 `keep` nodes, nodes with subgraphs (If/Loop/Scan: their types live in the
 subgraph, whose nodes the plan names one by one), CastLike (an author's cast, like Cast), ops without a schema and ops
 outside the default domain keep every type exactly as authored; a kept Cast may
-also read a type its authored input type holds exactly (see `_kept_cast`).
+also read a type its authored input type holds exactly (see `_kept_cast`). A Cast planned
+`fp32` (only the FP32 baseline plans one, plan/baseline.py) reads whatever float type arrives,
+and one that casts to FP16/BF16 casts to FP32 instead (see `_promoted_cast`; materialize.py
+writes its new `to`).
 Other domains (ai.onnx.ml, training; none of them in TensorRT's parser) tie
 typed attributes to their inputs' type (TreeEnsemble's `nodes_splits`), which
 these rules do not model: retyped, such a node fails the checker (corpus run).
@@ -42,6 +45,7 @@ import onnx
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.precision.network.element_types import (
     KEEP,
+    LOW_PRECISION,
     PRECISION_ELEMENT_TYPES,
     RETYPABLE,
     is_lossless,
@@ -120,6 +124,8 @@ def _decide_node_types(
 ) -> NodeTypes:
     if precision == KEEP and node.op_type == "Cast" and node.domain in DEFAULT_DOMAINS:
         return _kept_cast(node, types)
+    if precision == "fp32" and node.op_type == "Cast" and node.domain in DEFAULT_DOMAINS:
+        return _promoted_cast(node, types)
     if precision == KEEP and not any(types.get(name) in RETYPABLE for name in node.output if name):
         return _without_float_output(node, types, opsets)
     if precision == KEEP or node.op_type in AUTHOR_TYPED_OPS:
@@ -183,6 +189,24 @@ def _kept_cast(node: onnx.NodeProto, types: dict[str, int]) -> NodeTypes:
         holds_exactly = frozenset(t for t in RETYPABLE if is_lossless(t, authored))
         kept.inputs[0] = Requirement(holds_exactly, authored)
     return kept
+
+
+def _promoted_cast(node: onnx.NodeProto, types: dict[str, int]) -> NodeTypes:
+    """A Cast planned fp32: it reads its input in whatever float type arrives, and writes FP32
+    where the author wrote FP16/BF16 (other targets, integers and FP32, are kept).
+
+    Decision: an author's Cast to or from FP16 is a precision boundary, not arithmetic. Kept as
+    authored in a model that now computes in FP32, it would demand its authored FP16 input (a
+    Cast FP32 -> FP16 in front of it) or write FP16 that its FP32 readers cast back: every value
+    rounded through FP16 in a run that promises FP32.
+    """
+    promoted = as_authored(node, types)
+    if promoted.inputs and promoted.inputs[0] is not None:
+        promoted.inputs[0] = Requirement(RETYPABLE, types[node.input[0]])
+    if promoted.outputs and promoted.outputs[0] in LOW_PRECISION:
+        promoted.outputs[0] = PRECISION_ELEMENT_TYPES["fp32"]
+        promoted.target = PRECISION_ELEMENT_TYPES["fp32"]
+    return promoted
 
 
 def _from_schema(

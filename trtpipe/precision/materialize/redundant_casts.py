@@ -1,8 +1,9 @@
-"""Remove Casts that change nothing from the materialised model: dead Casts and exact round trips.
+"""Remove Casts that change nothing from the materialised model: dead Casts, Casts to the type
+their input has, and exact round trips.
 
-Two rewrites per graph: round trips first, in graph order (a chain of them collapses to its
-first input), then dead Casts until none is left (removing one can leave the Cast feeding it
-unread):
+Three rewrites per graph: no-op Casts and round trips first, in graph order (a chain of them
+collapses to its first input), then dead Casts until none is left (removing one can leave the
+Cast feeding it unread):
 
 1. dead: a Cast whose output no node reads (directly, or from inside an If/Loop/Scan
    body) and that is not an output of its graph. Authored or added alike: after
@@ -13,6 +14,9 @@ unread):
    value of A exactly (`holds_exactly`): the second Cast returns `x` bit for bit, so
    its readers read `x` and it is removed. The first Cast stays while something else
    reads its output (then 1. removes it when nothing does).
+3. no-op: `Cast(x: A -> A)`: its readers read `x`. The FP32 baseline makes them (an author's
+   FP16 -> FP32 Cast whose input is now computed in FP32, plan/baseline.py); an author's own
+   are removed here too, since they change no value either.
 
 What this never does (so `precision.respect_authored` stays true: the author's FP32
 islands stay FP32):
@@ -23,7 +27,7 @@ islands stay FP32):
 - touch a Cast of another operator domain.
 
 Decisions:
-- Both rewrites run in every graph, If/Loop/Scan bodies included, each within one
+- The rewrites run in every graph, If/Loop/Scan bodies included, each within one
   scope: a tensor read from inside a body counts as read (1.), and a round trip whose
   second Cast's output is read from inside a body is left alone (2.), since bypassing
   it would mean renaming what the body reads. A round trip whose two Casts sit in
@@ -80,7 +84,7 @@ def holds_exactly(source: int, middle: int) -> bool:
 
 
 def remove_redundant_casts(model: onnx.ModelProto) -> list[dict]:
-    """Apply both rewrites to `model` in place, every graph included; returns one entry per removed
+    """Apply the rewrites to `model` in place, every graph included; returns one entry per removed
     Cast: {name, graph, reason} (`graph` is the name of the graph or body it was in)."""
     removed: list[dict] = []
     _simplify(model.graph, [], removed)
@@ -117,7 +121,7 @@ def _element_type(name: str, scopes: list[_Scope]) -> int | None:
 
 
 def _simplify(graph: onnx.GraphProto, enclosing: list[_Scope], removed: list[dict]) -> None:
-    """Both rewrites on `graph`, then on its bodies; appends the removed Casts in graph order."""
+    """The rewrites on `graph`, then on its bodies; appends the removed Casts in graph order."""
     scopes = [*enclosing, _Scope(graph)]
     nodes = list(graph.node)
     with_bodies = [node for node in nodes if has_body(node)]
@@ -148,15 +152,23 @@ def _remove(graph: onnx.GraphProto, nodes: list, positions: dict[int, str]) -> N
 
 
 def _bypass_round_trips(nodes: list, cast_at: dict[str, int], kept: set[str], element_type) -> dict[int, str]:
-    """Readers of every exact round trip's second Cast read the first Cast's input instead; the second
-    Casts, now read by nothing, are returned (position -> reason). In the graph's (topological) order,
+    """Readers of every exact round trip's second Cast read the first Cast's input instead, and readers
+    of a no-op Cast its input; those Casts, now read by nothing, are returned (position -> reason). In the graph's (topological) order,
     so a chain of round trips collapses to its first input. `kept`: outputs no Cast may stop writing."""
     renamed: dict[str, str] = {}
     removed: dict[int, str] = {}
     for position in sorted(cast_at.values()):
         second = nodes[position]
-        first_position = cast_at.get(renamed.get(second.input[0], second.input[0]))
-        if first_position is None or second.output[0] in kept:
+        if second.output[0] in kept:
+            continue
+        arriving = renamed.get(second.input[0], second.input[0])
+        if element_type(arriving) is not None and element_type(arriving) == _target(second):
+            renamed[second.output[0]] = arriving
+            removed[position] = (f"no-op: casts {arriving} to {short_name(_target(second))}, the type it "
+                                 f"already has: its readers read {arriving} directly")
+            continue
+        first_position = cast_at.get(arriving)
+        if first_position is None:
             continue
         first = nodes[first_position]
         original = renamed.get(first.input[0], first.input[0])

@@ -80,9 +80,14 @@ def summary_line(document: dict) -> str:
     counts = document["totals"]["nodes"]
     low = sum(counts.get(p, 0) for p in LOW_PRECISIONS)
     share = document["totals"]["low_precision_flop_share"] * 100
-    return (f"{low} {document['default'].upper() if document['default'] != 'fp32' else 'low-precision'} / "
+    line = (f"{low} {document['default'].upper() if document['default'] != 'fp32' else 'low-precision'} / "
             f"{counts.get('fp32', 0)} FP32 nodes, {counts.get('keep', 0)} kept as authored, "
             f"{document['totals']['casts_added']} Casts, {share:.1f}% FLOPs low precision")
+    baseline = document.get("baseline")
+    if baseline and (baseline["promoted"] or baseline["casts_promoted"]):  # plan/baseline.py
+        line += (f"; FP32 baseline: promoted {baseline['promoted']} authored {baseline['types']} node(s) "
+                 f"and {baseline['casts_promoted']} Cast(s) to FP32")
+    return line
 
 
 def _rounded(value: float) -> float:

@@ -4,7 +4,8 @@ and user rules.
 Order (later steps override earlier ones, so the most explicit intent wins):
 1. structure: Casts are kept as authored; nodes without float outputs have no precision;
 2. authored: nodes whose precision the model's author chose (mixed-precision models);
-3. default: `precision.default` for everything else;
+3. default: `precision.default` for everything else; `fp32` is the baseline, which promotes
+   the author's FP16/BF16 compute and Casts instead of step 2 (baseline.py);
 4. automatic rules (only over default nodes, only when the default is low precision):
    constants that do not fit, activation range (except additive masks read by Softmax and
    elementwise chains whose overflow only saturates a Tanh/Sigmoid: saturating_chains.py),
@@ -28,6 +29,7 @@ import numpy as np
 import onnx
 
 from trtpipe.precision.network.authored import authored_decisions
+from trtpipe.precision.plan.baseline import baseline_note, cast_decision, is_baseline, promote_authored
 from trtpipe.precision.auto.auto_constants import constant_decisions, constant_problems, flush_inputs
 from trtpipe.precision.auto.auto_boundaries import protect_stored_tensors
 from trtpipe.precision.auto.auto_range import node_max_abs, observe_reference, range_decisions
@@ -55,8 +57,10 @@ def plan_precision(
     default = config["default"]
     rules = compile_rules(config.get("rules") or {})
     matches = resolve_rules(rules, net, config["on_unmatched"])  # before any expensive work
-    authored = authored_decisions(net) if config["respect_authored"] else {}
+    # The FP32 baseline promotes the author's low precision instead of keeping it (baseline.py).
+    authored = authored_decisions(net) if config["respect_authored"] and not is_baseline(default) else {}
     decisions = {name: _initial(net, name, default, authored) for name in net.names}
+    promoted = promote_authored(net, decisions) if is_baseline(default) else {}
     observed: dict[str, float] = {}
     reference = None
     moments = None  # the LayerNorm statistics the evidence reads, found once (evidence_groups.py)
@@ -116,6 +120,8 @@ def plan_precision(
     for name, value in observed.items():
         decisions[name].observed_max_abs = value
     derive_control_flow(net, decisions)
+    if notes is not None and is_baseline(default):
+        notes["baseline"] = baseline_note(net, decisions, promoted)
     return decisions, matches
 
 
@@ -178,7 +184,8 @@ def _typed_by_attribute(net: Network, name: str) -> bool:
 
 def _initial(net: Network, name: str, default: str, authored: dict[str, str]) -> Decision:
     if net.op_type(name) == "Cast":
-        return Decision("keep", "Cast: kept as authored", "structure")
+        promoted = cast_decision(net, name) if is_baseline(default) else None
+        return promoted or Decision("keep", "Cast: kept as authored", "structure")
     if _typed_by_attribute(net, name):
         return Decision("keep", f"{net.op_type(name)}: its output type is set by an attribute, which the "
                                 f"materialiser keeps (like a Cast's `to`)", "structure")
