@@ -1,7 +1,8 @@
 """The bottom of FP16's range from the command line (issue 21 item 1): an audio front end whose power
 spectrum sits mostly below FP16's smallest subnormal, a normalisation of tiny activations and a
 Reciprocal of small variances pass validation (before the underflow check every run ended with inf in
-the emulated candidate, exit 1), with most FLOPs in FP16."""
+the emulated candidate, exit 1), with most FLOPs in FP16. So does the audio front end with its power
+spectrum and Log inside a Loop body (issue 30 item 6: before, the check judged main-graph tensors only)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import onnx
 import pytest
 
 from tests.cli_helpers import run_trtpipe
+from tests.precision.underflow_body_models import audio_front_end_in_body
 from tests.precision.underflow_models import audio_front_end, reciprocal_of_variances, tiny_normalisation
 
-MODELS = {"audio": audio_front_end, "tiny_norm": tiny_normalisation, "reciprocal": reciprocal_of_variances}
+MODELS = {"audio": audio_front_end, "tiny_norm": tiny_normalisation, "reciprocal": reciprocal_of_variances,
+          "audio_loop": lambda: audio_front_end_in_body("loop")}
 # The node whose reason names the hazard, and the text it must hold.
 PROTECTED = {"audio": ("stft", "change what log computes"), "tiny_norm": ("square", "tiny throughout"),
-             "reciprocal": ("square", "tiny throughout")}
+             "reciprocal": ("square", "tiny throughout"), "audio_loop": ("steps/body/log", "flush to 0 in fp16")}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def workdir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, recipe", [("audio", None), ("audio", "transformer_fp16"),
-                                          ("tiny_norm", None), ("reciprocal", None)])
+                                          ("tiny_norm", None), ("reciprocal", None), ("audio_loop", None)])
 def test_tiny_tensors_pass_validation(workdir, name, recipe):
     overrides = [f"model.path={workdir / name}.onnx", f"data.path={workdir / name}.npz"]
     if recipe:

@@ -21,7 +21,7 @@ Decisions:
   inside Loop/Scan bodies, then the main graph alone is measured; a warning
   says what was not.
 - The same run records what FP16 storage loses at the bottom of its range (`losses`,
-  underflow.py), for the stored-tensor check.
+  underflow.py; body tensors over all their iterations), for the stored-tensor check.
 - The same run records the shapes every tensor actually has, per iteration,
   and how often its producer ran (`Network.run_shapes`/`run_counts`), for the
   FLOP share (flop_shapes.py).
@@ -56,7 +56,7 @@ class Observed:
     # Main-graph tensors only (a body value is stacked per iteration, not a node input as such).
     kept: dict[str, list[np.ndarray]] = field(default_factory=dict)
     reached: set[str] = field(default_factory=set)  # body nodes the sample data ran
-    # What FP16 storage loses at the bottom of its range (underflow.py): main-graph tensors that
+    # What FP16 storage loses at the bottom of its range (underflow.py): tensors (bodies included) that
     # could lose LOSS_LIMIT or more, and the structural watch (singular readers) they were judged for.
     losses: dict[str, StorageLoss] = field(default_factory=dict)
     watch: UnderflowWatch | None = None
@@ -83,7 +83,7 @@ def observe_reference(net: Network, feeds_list: list[dict[str, np.ndarray]], kee
                 lowest, highest = _finite_extremes(array)
                 observed.tensors[tensor] = max(observed.tensors.get(tensor, 0.0), -lowest, highest, 0.0)
                 observed.highest[tensor] = max(observed.highest.get(tensor, -np.inf), highest)
-                if not net.run_levels.get(tensor) and tensor not in net.constants:
+                if tensor not in net.constants:  # body tensors too, all iterations at once (underflow.py)
                     _record_loss(observed, tensor, array)
         for name in computing:
             if name in net.parent:

@@ -34,8 +34,15 @@ Two hazards, each with a stated bound (`LOSS_LIMIT` = auto_constants.EFFECT_LIMI
   whose RMS is below ~3e-5 are rounded to measure it.
 
 Decisions:
-- Measured on the FP32 reference run's values (every sample input), main graph
-  only: a body tensor's values are stacked per iteration, and a body keeps its plan.
+- Measured on the FP32 reference run's values (every sample input), If/Loop/Scan
+  bodies included: the reference run carries every body tensor out (auto_range.py),
+  a Loop/Scan body tensor holding all its iterations. Decision: judged over all
+  iterations at once, as the range rule judges them (one plan serves every
+  iteration, so a flush in any one counts); an If branch the samples did not take
+  has an empty value and is not judged. A singular reader inside a body is one
+  like any other, its input region walked up across the body's boundary (a body
+  node reading an outer-scope tensor); body graph inputs (a Loop's carried state,
+  a Scan's slice) have no producer and end the walk.
 - What moves to FP32 (auto_boundaries.py): the smallest region that removes the
   loss. The readers that need the tensor (the singular reader; every reader of a
   tensor tiny throughout) and, when the tensor is an fp16 node's output, that
@@ -44,7 +51,8 @@ Decisions:
   FP16 if the Mul computing it stays FP16). A heavy producer (the framing Conv)
   moves when its own output is lossy; its inputs are judged like any other.
 - Values overflowing FP16 are the range rule's: the loss here counts finite
-  stored values only.
+  stored values only, and the norms are taken over them (a mask of -inf or +inf
+  among tiny values would make every norm inf and hide the tiny values).
 """
 
 from __future__ import annotations
@@ -128,11 +136,9 @@ def guarded_readers(net: Network, name: str) -> list[tuple[str, str]]:
 
 
 def underflow_watch(net: Network) -> UnderflowWatch:
-    """Structural: the singular readers of the main graph and the region their inputs are computed in."""
+    """Structural: the singular readers (bodies included) and the region their inputs are computed in."""
     singular: dict[str, list[tuple[str, str]]] = {}
     for name in net.names:
-        if name in net.parent:
-            continue
         for index, tensor in enumerate(net.nodes[name].input):
             if tensor and tensor not in net.constants and net.is_float(tensor):
                 what = singular_slot(net, name, index)
@@ -150,7 +156,7 @@ def underflow_watch(net: Network) -> UnderflowWatch:
             sensitive[current] = readers[0]
             functions[current] = function
             producer = net.producer.get(current)
-            if producer is None or producer in net.parent or net.op_type(producer) not in _ELEMENTWISE:
+            if producer is None or net.op_type(producer) not in _ELEMENTWISE:
                 continue
             stack += [t for t in net.nodes[producer].input
                       if t and t not in net.constants and net.is_float(t) and t not in sensitive]
@@ -167,6 +173,9 @@ def storage_loss(array: np.ndarray, function: str | None) -> StorageLoss | None:
         return None  # already FP16: storing it again changes nothing
     with np.errstate(over="ignore"):  # a tensor beyond FP32's square root: inf, skipped (the range rule's)
         norm = float(np.linalg.norm(values))
+        if not math.isfinite(norm):  # over the finite values only: an inf mask does not hide the tiny values
+            values = values[np.isfinite(values)]
+            norm = float(np.linalg.norm(values)) if values.size else 0.0
     if not math.isfinite(norm) or norm == 0.0:
         return None
     if function is None and math.sqrt(values.size) * _SUBNORMAL_STEP / norm + _ROUNDING < LOSS_LIMIT:
@@ -228,7 +237,7 @@ def spread_underflow(net: Network, decisions: dict, name: str, losses: dict[str,
         for tensor in net.nodes[current].input:
             why = lossy(tensor, losses, watch) if tensor and tensor not in net.constants else ""
             producer = net.producer.get(tensor)
-            if not why or producer is None or producer in seen or producer in net.parent:
+            if not why or producer is None or producer in seen:
                 continue
             seen.add(producer)
             if decisions[producer].precision == "fp16":
