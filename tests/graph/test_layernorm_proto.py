@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from bench.same_output.same_output_cases import shuffled
 from tests.graph import graphs
+from tests.graph.instance_norm_layernorm import instance_norm_layernorm
 from tests.graph.layernorm_forms import layernorm_form, unbiased_std_form
 from trtpipe.graph.layernorm import layernorm_fusion
 from trtpipe.onnxmodel import value_info
@@ -51,6 +52,8 @@ MODELS = {
     "spatial-global-average-pool": lambda: layernorm_form("gap_centred_mul", "reciprocal", shape=(2, 4, 5, 6),
                                                           gamma_shape=(4, 1, 1)),
     "unbiased-std": lambda: unbiased_std_form(),
+    "tf2onnx-instance-norm": lambda: instance_norm_layernorm(),
+    "instance-norm-own-scale": lambda: instance_norm_layernorm(scale_fill=2.0),  # refused
     "no-affine": lambda: layernorm_form("moments_pow", "rsqrt", affine=False),
     "gamma-leading-ones": lambda: graphs.layernorm_graph(gamma_shape=(1, 1, 8)),
     "mean-also-used": lambda: graphs.layernorm_graph(mean_also_used=True),
@@ -59,7 +62,8 @@ MODELS = {
 }
 
 
-NOT_FUSED = ("t5", "nafnet", "mean-also-used", "layernorm2d", "unbiased-std")  # RMSNorm, LayerNorm2d, refusals
+NOT_FUSED = ("t5", "nafnet", "mean-also-used", "layernorm2d", "unbiased-std",  # RMSNorm, LayerNorm2d, refusals
+             "instance-norm-own-scale")
 
 
 @pytest.mark.parametrize("name", MODELS)

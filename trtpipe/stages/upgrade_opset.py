@@ -11,7 +11,7 @@ from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 class UpgradeOpset(Stage):
     name = "upgrade_opset"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "4"
+    version = "5"
     consumes = ("model",)
     produces = ("model",)
     tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "numpy", "protobuf")

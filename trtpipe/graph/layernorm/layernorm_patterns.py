@@ -19,6 +19,18 @@ of applying 1/std, with or without the affine part:
 | `reciprocal_gamma`  | (x - E[x]) * (Reciprocal(std) * gamma)    | tf2onnx, jax2tf    |
 | `keras`             | x * inv + (beta - E[x] * inv), inv = Reciprocal(std) * gamma | tf2onnx (`tf.nn.batch_normalization`) |
 
+| whole normalisation | math                                      | exporters          |
+|---------------------|-------------------------------------------|--------------------|
+| `instance_norm`     | InstanceNormalization(x, 1, 0) * gamma + beta | tf2onnx (its layer_normalization rewriter) |
+
+tf2onnx rewrites the TF LayerNorm subgraph (`Mean`, `Sub`, `Square`, `Mean`, `Add(eps)`, `Rsqrt`, scale
+and bias `Mul`/`Add`) of a rank-3 tensor [B, T, C] normalised over its last axis into
+`InstanceNormalization(x, ones, zeros, epsilon)` followed by `Mul(gamma)`, `Add(beta)`; the scale and
+bias of ones and zeros are `ConstantOfShape(Slice(Shape(x), 1:2))` (folded into initializers by
+sanitize when that dim is static). InstanceNormalization normalises each [b, t] over the axes
+[2, rank): the last axis of a rank-3 tensor, so with a scale of exactly 1 and a bias of exactly 0 it is
+`LayerNormalization` over those axes, epsilon carried over from its attribute (the rule checks both).
+
 Every E[.] written as `ReduceMean` may also be a `GlobalAveragePool` (`MEAN_OPS`): tf2onnx's
 GlobalPoolOptimizer (tf2onnx/optimizer/global_pool_optimizer.py) turns each float ReduceMean whose
 `axes` attribute is exactly [2, rank) into a GlobalAveragePool (keepdims=1; keepdims=0 adds a Squeeze,
@@ -27,9 +39,10 @@ with both of its means as GlobalAveragePool at opset < 18 (at 18 the axes are an
 optimizer leaves the ReduceMean). It averages over [2, rank): trailing axes, kept, like the
 ReduceMean it replaced; the rule (layernorm_rule) reads its axes from x's rank.
 
-Labels the rule relies on: `mean` (E[x], the anchor in reports), every
-`ReduceMean`/`ReduceSum` (its axes are checked), `eps`/`gamma`/`beta`
-parameters, and for jax2tf `inv_n`/`inv_n_2` (must be 1/N) and `RESTORED`
+Labels the rule relies on: `mean` (E[x], the anchor in reports; the
+InstanceNormalization itself in `instance_norm`), every
+`ReduceMean`/`ReduceSum`/`InstanceNormalization` (its axes are checked), `eps`/`gamma`/`beta`
+parameters (`instance_norm`: `ones`/`zeros`, its epsilon an attribute), and for jax2tf `inv_n`/`inv_n_2` (must be 1/N) and `RESTORED`
 (must give x's shape with 1 on the reduced axes).
 Decision: affine patterns come first, so a LayerNorm with gamma/beta is fused
 whole rather than as its normalisation followed by a stray Mul/Add.
@@ -125,6 +138,12 @@ def _make(variance_name: str, normalise: str, affine: bool):
     return Pattern.trace(layernorm)
 
 
+def instance_norm(op, x, ones, zeros, gamma, beta):
+    """tf2onnx's rewrite (see the module docstring): a whole normalisation in one node, then gamma and beta."""
+    normalized = op.InstanceNormalization(x, ones, zeros, _label="mean")
+    return op.Add(op.Mul(normalized, gamma, _label="scale"), beta, _label="shift")
+
+
 AFFINE_ONLY = ("reciprocal_gamma", "keras")
 PATTERNS = tuple(
     _make(variance, normalise, affine)
@@ -132,4 +151,4 @@ PATTERNS = tuple(
     for variance in VARIANCES
     for normalise in ("div", "reciprocal", "rsqrt", *AFFINE_ONLY)
     if affine or normalise not in AFFINE_ONLY
-)
+) + (Pattern.trace(instance_norm),)

@@ -15,7 +15,14 @@ Decisions in `check`, in the order they are tested:
   LayerNorm2d (axis 1 of NCHW, gamma [1,C,1,1]) normalises each pixel over its
   channels; `LayerNormalization` with axis=1 would normalise over C*H*W and
   change the results, so it is refused.
-- epsilon is a constant scalar (it becomes an attribute).
+- epsilon is a constant scalar (it becomes an attribute). An InstanceNormalization
+  (tf2onnx) carries its own `epsilon` attribute (default 1e-5), carried over.
+- An InstanceNormalization normalises over [2, rank) (trailing, like a
+  GlobalAveragePool: it needs x's rank) and then applies its own scale and bias per
+  index of axis 1, which `LayerNormalization` cannot express: both must be provably
+  1 and 0 (an initializer or `Constant` of those values, or a `ConstantOfShape` of
+  1.0 / 0.0 whatever shape it is given, as tf2onnx writes them); else refused (an
+  instance norm with learned affine parameters, AdaIN's styles).
 - gamma/beta have exactly the normalised trailing dims, after leading 1s, and
   no more dims than x (else the original broadcast changes the output rank);
   leading 1s are dropped on a constant copy, so they must be constants then.
@@ -30,9 +37,11 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from trtpipe.graph.layernorm.layernorm_patterns import PATTERNS, RESTORED
-from trtpipe.graph.layernorm.pattern import Match, constant_value, static_shape
+from trtpipe.graph.layernorm.pattern import Match, constant_value, is_constant, single_producer, static_shape
 
 FUSED_OP = "LayerNormalization"
+INSTANCE_NORM = "InstanceNormalization"
+INSTANCE_NORM_EPSILON = 1e-5  # the ONNX default of InstanceNormalization's epsilon
 
 
 ANCHOR = "mean"  # the label of the node that names a match in reports
@@ -45,6 +54,7 @@ def check(found: Match, graph_outputs: set[str]) -> str | None:
         or _axes_problem(found)
         or _restored_problem(found)
         or _epsilon_problem(found)
+        or _instance_affine_problem(found)
         or _scale_problem(found)
     )
 
@@ -61,7 +71,7 @@ def fused_parts(found: Match, name: str) -> tuple:
     constant as (name, values). Shared by `rewrite` and the ModelProto rewrite (layernorm_proto)."""
     x = found.values["x"]
     count = len(trailing_axes(found))
-    epsilon = float(constant_value(found.values["eps"]).reshape(()))
+    epsilon = _epsilon(found)
     if "gamma" in found.values:
         scale = _without_leading_ones(found.values["gamma"], count, f"{name}/scale")
         bias = _without_leading_ones(found.values["beta"], count, f"{name}/bias")
@@ -118,9 +128,10 @@ def _axes_problem(found: Match) -> str | None:
         if rank is None and any(axis >= 0 for axis in axes):
             return f"{node.name} reduces over axes {axes} but the rank of {x.name!r} is unknown"
         resolved.append((axes, _normalised(axes, rank)))
-    (mean_axes, mean_normalised), (variance_axes, variance_normalised) = resolved
-    if mean_normalised != variance_normalised:
-        return f"the two ReduceMeans reduce over different axes ({mean_axes} and {variance_axes})"
+    (mean_axes, mean_normalised), others = resolved[0], resolved[1:]
+    for variance_axes, variance_normalised in others:
+        if mean_normalised != variance_normalised:
+            return f"the two ReduceMeans reduce over different axes ({mean_axes} and {variance_axes})"
     if mean_normalised != list(range(-len(mean_normalised), 0)):
         shown = sorted({axis % rank for axis in mean_axes}) if rank else mean_axes
         what = f"axis {shown[0]}" if len(shown) == 1 else f"axes {shown}"
@@ -129,7 +140,7 @@ def _axes_problem(found: Match) -> str | None:
 
 
 def _reductions(found: Match) -> list[str]:
-    return [op.label for op in found.pattern.ops if op.op_type in ("ReduceMean", "ReduceSum")]
+    return [op.label for op in found.pattern.ops if op.op_type in ("ReduceMean", "ReduceSum", INSTANCE_NORM)]
 
 
 def _restored_problem(found: Match) -> str | None:
@@ -168,11 +179,51 @@ def _restored_problem(found: Match) -> str | None:
     return None
 
 
+def _epsilon(found: Match) -> float:
+    """The epsilon the fused node gets (only valid after `check` accepted)."""
+    if "eps" not in found.values:  # an InstanceNormalization's attribute
+        return float(found.nodes[ANCHOR].attrs.get("epsilon", INSTANCE_NORM_EPSILON))
+    return float(constant_value(found.values["eps"]).reshape(()))
+
+
 def _epsilon_problem(found: Match) -> str | None:
+    if "eps" not in found.values:
+        return None  # an attribute: a constant by definition
     value = constant_value(found.values["eps"])
     if value is None or value.size != 1:
         return f"epsilon {found.values['eps'].name!r} is not a constant scalar"
     return None
+
+
+def _instance_affine_problem(found: Match) -> str | None:
+    """An InstanceNormalization's own scale and bias are exactly 1 and 0 (see the module docstring)."""
+    if "ones" not in found.values:
+        return None
+    node = found.nodes[ANCHOR]
+    for role, want in (("ones", 1.0), ("zeros", 0.0)):
+        tensor = found.values[role]
+        value = _filled_value(tensor)
+        what = "scale" if role == "ones" else "bias"
+        if value is None:
+            return (f"the {what} {tensor.name!r} of {node.name} is not a constant, so it cannot be shown to be "
+                    f"{want:g} ({node.op} applies it per index of axis 1, which LayerNormalization cannot)")
+        if value.size == 0 or not np.all(value == want):
+            return (f"the {what} {tensor.name!r} of {node.name} is not all {want:g}: {node.op} applies it per index "
+                    "of axis 1, which LayerNormalization cannot")
+    return None
+
+
+def _filled_value(tensor: gs.Tensor) -> np.ndarray | None:
+    """The constant values of `tensor`, or the fill value of the `ConstantOfShape` producing it (whatever the
+    shape: every element is that value); None when neither."""
+    value = constant_value(tensor)
+    if value is not None:
+        return value
+    producer = single_producer(tensor)
+    if producer is None or producer.op != "ConstantOfShape":
+        return None
+    fill = producer.attrs.get("value")
+    return np.zeros(1, np.float32) if fill is None else np.asarray(fill.values) if is_constant(fill) else None
 
 
 def _scale_problem(found: Match) -> str | None:
@@ -209,9 +260,9 @@ def _scale_problem(found: Match) -> str | None:
 def _reduction_axes(node: gs.Node, rank: int | None) -> list[int] | None | str:
     """Axes of a ReduceMean (attribute, or input at opset 18) or GlobalAveragePool ([2, rank) of x,
     whose rank the mean's and the variance's inputs share); None = all; a str = why unknown."""
-    if node.op == "GlobalAveragePool":
+    if node.op in ("GlobalAveragePool", INSTANCE_NORM):
         if rank is None or rank < 3:
-            return f"{node.name} is a GlobalAveragePool and the rank of its input is {rank or 'unknown'}"
+            return f"{node.name} is a {node.op} and the rank of its input is {rank or 'unknown'}"
         return list(range(2, rank))
     if len(node.inputs) > 1 and node.inputs[1].name:
         value = constant_value(node.inputs[1])
