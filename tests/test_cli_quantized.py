@@ -55,3 +55,19 @@ def test_fp8_qdq_model_gets_a_verdict(workdir, name, recipe):
     written = onnx.load(str(_artifact(run, "precision", "model")))
     zero_points = [t for t in written.graph.initializer if t.name.endswith("_zp")]
     assert zero_points and all(t.data_type == TensorProto.FLOAT8E4M3FN for t in zero_points)
+
+
+def test_fp16_dequantize_is_no_parser_warning(workdir):
+    run = run_trtpipe(workdir, f"model.path={workdir / 'int8'}.onnx", "upgrade_opset.target=19", run_name="int8")
+    assert run.code == 0, run.stdout + run.stderr
+    planned = [n for n in _plan_nodes(run).values() if n["op_type"] == "DequantizeLinear"]
+    assert len(planned) == 4 and all(n["precision"] == "fp16" for n in planned)
+    output = run.stdout + run.stderr
+    assert "DequantizeLinear planned" not in output and "DequantizeLinear input" not in output
+    report = json.loads((run.run_dir / "build" / "parser_support.json").read_text())
+    assert report["plan_precision"] == [] and report["dequantize_inputs"] == []
+    # The written DQs output FP16: their scales are FP16 (opset 19), as the plan says.
+    written = onnx.load(str(_artifact(run, "precision", "model")))
+    scales = {t.name: t.data_type for t in written.graph.initializer}
+    dequantizers = [n for n in written.graph.node if n.op_type == "DequantizeLinear"]
+    assert all(scales[n.input[1]] == TensorProto.FLOAT16 for n in dequantizers)
