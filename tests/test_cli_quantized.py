@@ -71,3 +71,24 @@ def test_fp16_dequantize_is_no_parser_warning(workdir):
     scales = {t.name: t.data_type for t in written.graph.initializer}
     dequantizers = [n for n in written.graph.node if n.op_type == "DequantizeLinear"]
     assert all(scales[n.input[1]] == TensorProto.FLOAT16 for n in dequantizers)
+
+
+def test_no_fp16_scale_below_the_normal_range(workdir):
+    run = run_trtpipe(workdir, f"model.path={workdir / 'ort_bias'}.onnx", "upgrade_opset.target=19",
+                      "precision.repair=false", run_name="ort_bias")
+    assert run.code == 0, run.stdout + run.stderr
+    written = onnx.load(str(_artifact(run, "precision", "model")))
+    initializers = {t.name: t for t in written.graph.initializer}
+    quantizers = [n for n in written.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    for node in quantizers:
+        scale = initializers[node.input[1]]
+        if scale.data_type == TensorProto.FLOAT16:
+            values = np.abs(numpy_helper.to_array(scale).astype(np.float64))
+            assert not ((values > 0) & (values < FP16_MIN_NORMAL)).any(), node.name
+    assert initializers["b_s"].data_type == TensorProto.FLOAT
+    bias = _plan_nodes(run)["b_DQ"]
+    assert bias["precision"] == "fp32" and "below fp16's normal range" in bias["reason"]
+    # The parser check names the INT32 bias DQ by its input type, not by its planned output.
+    report = json.loads((run.run_dir / "build" / "parser_support.json").read_text())
+    assert [f["input_type"] for f in report["dequantize_inputs"]] == ["INT32"]
+    assert "DequantizeLinear with INT32 input" in run.stdout + run.stderr
