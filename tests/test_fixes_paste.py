@@ -251,7 +251,7 @@ PROSE = {
     'trtpipe/numerics/refusals.py:refuse_low_precision_tensor_attributes: node {} ({}) has a low-precision tensor attribute {} the emulation does not know how to convert': MODEL,
     'trtpipe/numerics/refusals.py:refuse_sparse_attribute: node {} holds a sparse {} value, which the emulation does not convert': MODEL,
     'trtpipe/numerics/refusals.py:refuse_sparse_initializers: sparse initializer {} is {}, which the emulation does not convert': MODEL,
-    'trtpipe/numerics/refusals.py:refuse_unsupported_types: the candidate model has {} {} tensor(s) ({}{}), which the FP16/BF16 emulation cannot reproduce': MODEL,
+    'trtpipe/numerics/refusals.py:refuse_unsupported_types: the candidate model has {} {} tensor(s) ({}{}) that are not QuantizeLinear outputs or DequantizeLinear inputs, which the FP16/BF16 emulation cannot reproduce': MODEL,
     'trtpipe/precision/materialize/materialize.py:_check_plan: bf16 needs opset {} or later, the model imports opset {}': INTERNAL,
     'trtpipe/precision/materialize/materialize.py:_check_plan: the precision plan has no precision for {} node(s): {}': INTERNAL,
     'trtpipe/precision/materialize/materialize.py:_check_plan: the precision plan names {} node(s) the model does not have: {}': INTERNAL,

@@ -9,7 +9,8 @@ Runners (same `run(feeds) -> {name: array}` interface):
 - `emulator.EmulatedRunner`: a mixed-precision candidate with every FP16/BF16
   tensor rounded as low-precision storage would round it
   (`emulated_graph.py` builds the graph, `rounding.py` defines the rounding,
-  `tensor_types.py` finds which tensors to round, `refusals.py` says what cannot
+  `tensor_types.py` finds which tensors to round, `quantized_codes.py` which FP8
+  tensors are Q/DQ codes ONNX Runtime runs as they are, `refusals.py` says what cannot
   be emulated, `ort_session.py` runs it).
 
 Measures: `metrics.py`, per-output numbers.

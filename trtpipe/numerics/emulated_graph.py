@@ -32,7 +32,10 @@ emulation makes the rounding explicit instead:
   tensors holding the rounded values (FP32 because the rounding pair ends in
   FP32; every value is exactly representable in FP16, so `.astype(float16)`
   recovers the FP16 output bit for bit);
-- integer, bool and string tensors are untouched.
+- integer, bool and string tensors are untouched, and so are the FP8/FP4 codes
+  between QuantizeLinear and DequantizeLinear: ONNX Runtime runs the Q/DQ as they
+  are, so the fake quantization is in the reference and in the candidate alike
+  (`quantized_codes.py`);
 
 Every node output keeps its original tensor name, carrying the rounded value:
 the op's raw FP32 result is renamed (`<name>__trtpipe_unrounded`) instead.
@@ -43,8 +46,8 @@ Limits (recorded here because they bound what "emulated" means):
   kernel that keeps intermediates in FP32 registers; ops that TensorRT runs
   with FP16 accumulation (rare: some explicitly requested tactics) are more
   accurate here than on the GPU;
-- what cannot be emulated faithfully (FP8/FP4, custom ops on FP16 tensors,
-  ...) is refused with a fix, see `refusals.py`;
+- what cannot be emulated faithfully (FP8/FP4 tensors other than Q/DQ codes,
+  custom ops on FP16 tensors, ...) is refused with a fix, see `refusals.py`;
 - subgraphs (If/Loop/Scan bodies) are rewritten the same way, but only
   main-graph tensors can be exposed as intermediates.
 """
@@ -60,6 +63,7 @@ from onnx import TensorProto, helper, numpy_helper
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.onnxmodel.weights_on_disk import is_on_disk, tensor_array
 from trtpipe.numerics.low_precision_norm import layernorm_in_low_precision
+from trtpipe.numerics.quantized_codes import quantized_codes
 from trtpipe.numerics.refusals import (
     refuse_bf16_before_opset_13,
     refuse_custom_low_precision,
@@ -105,7 +109,7 @@ class Emulation:
 def emulation_from_model(model: onnx.ModelProto) -> Emulation:
     """Build the FP32 compute graph described in the module docstring; `model` is not modified."""
     types = infer_tensor_types(model)
-    refuse_unsupported_types(types)
+    refuse_unsupported_types(types, quantized_codes(model))
     emulated = onnx.ModelProto()
     emulated.CopyFrom(model)
     rewriter = _Rewriter(types, _default_opset(model))

@@ -5,8 +5,10 @@ guards a case where the Cast-pair emulation (`emulated_graph.py`) would run
 but would no longer mean "this is what low-precision storage does", so the
 user gets a one-line `UserError` with a way forward instead of a wrong verdict:
 
-- FP8/FP4 tensors: their numerics depend on scales (Q/DQ, block scaling),
-  not on a rounding step;
+- FP8/FP4 tensors other than Q/DQ codes: their numerics depend on scales
+  (block scaling, a Cast's saturation), not on a rounding step; the codes of
+  QuantizeLinear/DequantizeLinear are run by ONNX Runtime as they are
+  (`quantized_codes.py`);
 - nodes of non-standard domains that read or write FP16/BF16: their kernels
   would receive FP32 stand-ins they may not accept or may treat differently;
 - sparse FP16/BF16 initializers and attributes, and FP16/BF16 tensor
@@ -26,15 +28,17 @@ from trtpipe.numerics.tensor_types import TensorTypes
 KEEP_FP32_OR_USE_ENGINE = "keep this node in FP32 with a precision rule, or validate on the TensorRT engine"
 
 
-def refuse_unsupported_types(types: TensorTypes) -> None:
-    found = sorted(name for name, t in types.types.items() if t in UNSUPPORTED_FLOAT_TYPES)
+def refuse_unsupported_types(types: TensorTypes, codes: set[str] = frozenset()) -> None:
+    """FP8/FP4 tensors are refused unless they are Q/DQ codes (`codes`: quantized_codes.py)."""
+    found = sorted(name for name, t in types.types.items() if t in UNSUPPORTED_FLOAT_TYPES and name not in codes)
     if found:
         kinds = sorted({UNSUPPORTED_FLOAT_TYPES[types.types[name]] for name in found})
         raise UserError(
             f"the candidate model has {len(found)} {'/'.join(kinds)} tensor(s) ({', '.join(found[:5])}"
-            f"{f' and {len(found) - 5} more' if len(found) > 5 else ''}), which the "
-            "FP16/BF16 emulation cannot reproduce",
-            "validate this candidate on its TensorRT engine, or keep those tensors in FP16/FP32",
+            f"{f' and {len(found) - 5} more' if len(found) > 5 else ''}) that are not QuantizeLinear outputs or "
+            "DequantizeLinear inputs, which the FP16/BF16 emulation cannot reproduce",
+            "validate this candidate on its TensorRT engine, or re-export the model so that its FP8/FP4 tensors "
+            "are only the codes between QuantizeLinear and DequantizeLinear",
         )
 
 

@@ -28,7 +28,7 @@ from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.onnxmodel.subgraphs import all_graphs
 from trtpipe.onnxmodel.value_info import inferred_copy
 
-from trtpipe.numerics.rounding import is_float_type
+from trtpipe.numerics.rounding import UNSUPPORTED_FLOAT_TYPES, is_float_type
 
 
 @dataclass
@@ -144,6 +144,9 @@ def _elem_type_from_type_str(type_str: str) -> int:
 
 
 def is_float_tensor(types: TensorTypes, name: str) -> bool:
-    """True for float tensors, and for untyped ones (which the emulator treats as FP32)."""
+    """True for float tensors, and for untyped ones (which the emulator treats as FP32); not for
+    FP8/FP4 tensors: those the emulator runs are Q/DQ codes (quantized_codes.py), compared through
+    the DequantizeLinear that reads them, not exposed themselves."""
     elem_type = types.get(name)
-    return elem_type == TensorProto.UNDEFINED or is_float_type(elem_type)
+    return elem_type == TensorProto.UNDEFINED or (is_float_type(elem_type)
+                                                  and elem_type not in UNSUPPORTED_FLOAT_TYPES)

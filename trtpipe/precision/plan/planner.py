@@ -7,7 +7,7 @@ Order (later steps override earlier ones, so the most explicit intent wins):
 3. default: `precision.default` for everything else; `fp32` is the baseline, which promotes
    the author's FP16/BF16 compute and Casts instead of step 2 (baseline.py);
 4. automatic rules (only over default nodes, only when the default is low precision):
-   constants that do not fit, activation range (except additive masks read by Softmax and
+   constants that do not fit, Q/DQ scales FP16 would make subnormal (qdq_scales.py), activation range (except additive masks read by Softmax and
    elementwise chains whose overflow only saturates a Tanh/Sigmoid: saturating_chains.py),
    normalization groups where a member has evidence (evidence_groups.py);
 5. user rules, in the order given (later rules override earlier ones); then the cheap nodes
@@ -42,6 +42,7 @@ from trtpipe.precision.auto.masked_additions import masked_additions
 from trtpipe.precision.materialize.type_rules import op_type_rules, opset_versions
 from trtpipe.precision.network.network import Network
 from trtpipe.precision.auto.norm_groups import normalization_groups
+from trtpipe.precision.auto.qdq_scales import subnormal_scale_decisions
 from trtpipe.precision.auto.saturating_chains import REASON as SATURATION_REASON, find_chains
 from trtpipe.precision.network.rules import RuleMatch, compile_rules, resolve_rules
 from trtpipe.precision.cut.smoothing import smooth_islands
@@ -77,6 +78,7 @@ def plan_precision(
             reference.saturating = chains.tolerated()
         if auto["constants"] == "keep_fp32":
             _apply_auto(decisions, constant_decisions(net, default, problems, reference, notes))
+        _apply_auto(decisions, subnormal_scale_decisions(net, default))
         in_range: dict = {}
         if reference is not None:
             observed = node_max_abs(net, reference)

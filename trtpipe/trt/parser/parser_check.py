@@ -11,6 +11,8 @@ Decisions:
   a node the parser takes and the builder refuses) are findings of the same report, marked
   `"stage": "builder"`, and stop or warn the same way; the line says it is the builder.
   `warn`: a warning line; the report (build/parser_support.json) lists everything either way.
+- Each DequantizeLinear's input type is checked against the parser's list (`dequantize_inputs`,
+  trtpipe/trt/parser/qdq_types.py): the list's DQ types are input types, not the planned output.
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ def check_parser_support(model, config: Mapping, installed_tensorrt: str | None,
     report = parser_support(model, table, plugin_libraries=bool(config.get("plugins")))
     builder_limits.add_to(report, model, str(config.get("backend") or "tensorrt"))
     report["mode"] = mode
+    from trtpipe.trt.parser import qdq_types
+
+    report["dequantize_inputs"] = qdq_types.dequantize_input_findings(model, table)
+    if report["dequantize_inputs"]:
+        log.warning("build: DequantizeLinear input types vs TensorRT %s's parser: %s (see build/%s)",
+                    table.tensorrt_version, qdq_types.one_line(report["dequantize_inputs"]), REPORT)
     if plan is not None:
         from trtpipe.trt.parser import plan_types
 

@@ -10,6 +10,8 @@ type (BF16 `GridSample`, `NonZero`, `RoiAlign`, `NonMaxSuppression`, `Mish`, FP1
 Decisions:
 - Only nodes planned fp16/bf16 whose op has an importer and a type list are checked;
   fp32 is in every float op's list, `keep` means "as authored" (the plan changed nothing).
+  Not DequantizeLinear: its list gives input types, its plan its output type (qdq_types.py,
+  which checks its input type instead).
 - A finding is a warning in build/parser_support.json (`plan_precision`) and one log
   line, not an error: the list documents what the importer is tested with, and some
   importers cast; the rule to pin such ops in FP32 is printed with it.
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trtpipe.trt.parser.parser_ops import ParserOps
+from trtpipe.trt.parser.qdq_types import OUTPUT_NOT_LISTED
 
 PLAN_TYPES = {"fp16": "FP16", "bf16": "BF16"}
 NODES_LISTED = 20
@@ -61,7 +64,7 @@ def measured_overrides(plan: Mapping, table: ParserOps) -> list[dict]:
         wanted = PLAN_TYPES.get(node.get("precision"))
         entry = table.ops.get(node.get("op_type", ""))
         if (wanted and entry and entry.get("supported") and entry.get("types") and wanted not in entry["types"]
-                and measured.built(node["op_type"], wanted)):
+                and node["op_type"] not in OUTPUT_NOT_LISTED and measured.built(node["op_type"], wanted)):
             seen.setdefault((node["op_type"], node["precision"]), {
                 "op_type": node["op_type"], "planned": node["precision"], "parser_types": list(entry["types"]),
                 "measured": f"built by {measured.label()} (single-op {wanted} model, python -m bench.rtx --ops)"})
@@ -75,6 +78,8 @@ def plan_precision_findings(plan: Mapping, table: ParserOps) -> list[dict]:
         wanted = PLAN_TYPES.get(node.get("precision"))
         entry = table.ops.get(node.get("op_type", ""))
         if wanted is None or not entry or not entry.get("supported") or not entry.get("types"):
+            continue
+        if node["op_type"] in OUTPUT_NOT_LISTED:
             continue
         verdict = _verdict(node["op_type"], wanted, entry, table)
         if verdict is None:

@@ -1,0 +1,81 @@
+"""Small explicitly quantized (Q/DQ) models, written as ModelOpt and ONNX Runtime write them (issue 31).
+
+x [1, 3, 16, 16] -> Q/DQ (per tensor) -> Conv (weight DQ per output channel, axis 0) -> Relu -> Q/DQ
+-> Flatten -> MatMul (weight DQ per tensor) -> y [1, 10].
+
+- `int8`: ModelOpt's INT8 form: INT8 weights stored quantized, each feeding its DQ, FP32 scales,
+  zero points 0, an FP32 Conv bias.
+- `fp8`: ModelOpt's FP8 form: FP32 weights quantized by a QuantizeLinear to float8e4m3fn and read
+  back by a DequantizeLinear (opset 19 or 21), FP8 zero points.
+- `ort_bias`: ONNX Runtime's QDQ form: `int8` with the Conv bias stored INT32 and read through a
+  DequantizeLinear whose per-channel scales are input scale x weight scale, 7.5e-8 to 1.5e-6.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+SHAPE = [1, 3, 16, 16]
+# ONNX Runtime's INT32 bias scales on a ResNet-18 run from 7.5e-8 to 1.5e-6 (issue 31).
+BIAS_SCALES = np.geomspace(7.5e-8, 1.5e-6, 8).astype(np.float32)
+
+
+def _zero_point(name: str, kind: str, shape: tuple = ()) -> onnx.TensorProto:
+    if kind == "fp8":
+        return helper.make_tensor(name, TensorProto.FLOAT8E4M3FN, list(shape), [0.0] * int(np.prod(shape)))
+    return numpy_helper.from_array(np.zeros(shape, np.int8), name)
+
+
+def qdq_model(kind: str = "int8", opset: int = 19, ort_bias: bool = False) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    code_max = 448.0 if kind == "fp8" else 127.0
+
+    def activation(x: str, name: str, scale: float) -> str:
+        inits.extend([numpy_helper.from_array(np.float32(scale), f"{name}_s"), _zero_point(f"{name}_zp", kind)])
+        nodes.append(helper.make_node("QuantizeLinear", [x, f"{name}_s", f"{name}_zp"], [f"{name}_q"], name=f"{name}_Q"))
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s", f"{name}_zp"], [f"{name}_dq"],
+                                      name=f"{name}_DQ"))
+        return f"{name}_dq"
+
+    def weight(name: str, values: np.ndarray, per_channel: bool) -> str:
+        flat = np.abs(values).reshape(values.shape[0], -1).max(1) if per_channel else np.abs(values).max()
+        scale = (flat / code_max).astype(np.float32)
+        axis = {"axis": 0} if per_channel else {}
+        zp_shape = (values.shape[0],) if per_channel else ()
+        inits.extend([numpy_helper.from_array(scale, f"{name}_s"), _zero_point(f"{name}_zp", kind, zp_shape)])
+        if kind == "fp8":
+            inits.append(numpy_helper.from_array(values, name))
+            nodes.append(helper.make_node("QuantizeLinear", [name, f"{name}_s", f"{name}_zp"], [f"{name}_q"],
+                                          name=f"{name}_Q", **axis))
+        else:
+            divided = values / (scale.reshape(-1, *[1] * (values.ndim - 1)) if per_channel else scale)
+            inits.append(numpy_helper.from_array(np.clip(np.round(divided), -127, 127).astype(np.int8), f"{name}_q"))
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s", f"{name}_zp"], [f"{name}_dq"],
+                                      name=f"{name}_DQ", **axis))
+        return f"{name}_dq"
+
+    x = activation("x", "in", 0.02)
+    w = weight("w", rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32), per_channel=True)
+    bias = rng.normal(0, 0.1, 8).astype(np.float32)
+    if ort_bias:
+        inits.extend([numpy_helper.from_array(np.round(bias / BIAS_SCALES).astype(np.int32), "b_q"),
+                      numpy_helper.from_array(BIAS_SCALES, "b_s"),
+                      numpy_helper.from_array(np.zeros(8, np.int32), "b_zp")])
+        nodes.append(helper.make_node("DequantizeLinear", ["b_q", "b_s", "b_zp"], ["b"], name="b_DQ", axis=0))
+    else:
+        inits.append(numpy_helper.from_array(bias, "b"))
+    nodes.append(helper.make_node("Conv", [x, w, "b"], ["c"], name="conv", pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+    r = activation("r", "mid", 0.02)
+    nodes.append(helper.make_node("Flatten", [r], ["f"], name="flatten"))
+    m = weight("m", rng.normal(0, 0.05, (8 * 16 * 16, 10)).astype(np.float32), per_channel=False)
+    nodes.append(helper.make_node("MatMul", ["f", m], ["y"], name="fc"))
+    graph = helper.make_graph(nodes, f"qdq_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
