@@ -11,6 +11,8 @@ from __future__ import annotations
 import errno
 import re
 
+from trtpipe.safe_text import safe_text
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
@@ -37,10 +39,11 @@ class UserError(TrtpipeError):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        # Names in the problem (a model's, a file's) never reach the console raw (safe_text.py).
         text = " ".join(self.problem.split())
         if self.fix:
             text += f". Fix: {' '.join(self.fix.split())}"
-        return text + "."
+        return safe_text(text + ".")
 
 
 class StageFailed(TrtpipeError):

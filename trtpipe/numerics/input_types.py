@@ -14,7 +14,14 @@ Decisions (found by the corpus run, bench/corpus/corpus.py, on ONNX's backend mo
 - String inputs: `.npz` holds strings only as fixed-width text (`dtype=str`
   or bytes); an object array would need unpickling, which is never done. Text
   arrays are fed as the object arrays ONNX Runtime expects.
+- Byte order is not a type (issue 32, item 11): an array saved big-endian (`'>f4'`, as
+  from a big-endian machine or `astype('>f4')`) holds the same values as the native one,
+  so it is converted to native byte order and taken, not refused with "save it as
+  float32" (which it is). Converting loses nothing; refusing would ask the user to
+  rewrite a correct file. Raw-bits inputs are converted first too, so their bits are read
+  in the order they were written.
 """
+
 
 from __future__ import annotations
 
@@ -62,6 +69,8 @@ def is_float(dtype: np.dtype) -> bool:
 
 def as_declared(array: np.ndarray, dtype: np.dtype, name: str, where: str) -> np.ndarray:
     """`array` as the input's declared `dtype` where that is lossless; else a `UserError`."""
+    if not array.dtype.isnative:  # the same values in the machine's byte order (decision above)
+        array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype == dtype:
         return array
     if is_raw_stored(dtype) and array.dtype.kind in "Vu" and array.dtype.itemsize == dtype.itemsize:

@@ -10,6 +10,9 @@ Decisions:
   JSON summary per run (the last line), for CI jobs.
 - No colours and no progress bars are ever written, so logs stay clean when stdout
   is not a terminal.
+- Nor does a model write them: `SafeLines` escapes every control character of every
+  console line (safe_text.py), a net under the writers that escape the names they print
+  (a newline inside a name can only be told from a line break where the name is known).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from pathlib import Path
 
 from trtpipe.runner.manifest import MANIFEST_NAME
+from trtpipe.safe_text import safe_text
 
 PIPELINE_LOGGER = "trtpipe"
 
@@ -35,6 +39,13 @@ class PipelineLines(logging.Filter):
         if record.name == PIPELINE_LOGGER:
             return True
         return self.verbose and record.name.startswith(PIPELINE_LOGGER + ".")
+
+
+class SafeLines(logging.Formatter):
+    """The console's formatter: each line of a message with its control characters escaped."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(safe_text(line) for line in super().format(record).split("\n"))
 
 
 class Problems(logging.Filter):

@@ -27,6 +27,7 @@ from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
 from trtpipe.runner.output_preflight import check_validate_outputs
 from trtpipe.runner.stage_order import check_stage_order
+from trtpipe.safe_text import safe_text
 from trtpipe.cache.tools import tool_versions
 from trtpipe.source import resolve_model_source
 from trtpipe.stages import stage_class
@@ -88,7 +89,8 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
         source={"path": str(source.path), "sha256": source.sha256, "builtin": None if cfg.model.path else cfg.model.builtin},
         start_dir=str(Path(start_dir).resolve()),
     )
-    log.info("trtpipe: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
+    # Names on the console (overrides, summaries, errors) are escaped: one line each (safe_text.py).
+    log.info("trtpipe: %s -> %s", safe_text(" ".join(overrides)) or "(defaults)", safe_text(run_dir))
     try:
         return _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir)
     finally:
@@ -221,7 +223,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
     except TrtpipeError as error:
         record.seconds = round(time.perf_counter() - started, 3)
         record.error = str(error)
-        log.error("  %-15s failed  %s", stage.name, error)
+        log.error("  %-15s failed  %s", stage.name, safe_text(error))
         return record, error, False
     except Exception as error:  # a defect: keep the traceback in the log file, one line on the console
         record.seconds = round(time.perf_counter() - started, 3)
@@ -229,11 +231,11 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
             log.debug("%s", traceback.format_exc())
             failure = OutOfMemory(f"running stage {stage.name}", error)
             record.error = str(failure)
-            log.error("  %-15s failed  %s", stage.name, failure)
+            log.error("  %-15s failed  %s", stage.name, safe_text(failure))
             return record, failure, False
         record.error = f"{type(error).__name__}: {error}"
         log.debug("%s", traceback.format_exc())
-        log.error("  %-15s failed  %s (traceback in %s)", stage.name, record.error,
+        log.error("  %-15s failed  %s (traceback in %s)", stage.name, safe_text(record.error),
                   publisher.run_dir / "trtpipe.log")
         return record, StageFailed(f"stage {stage.name} failed: {record.error}"), False
     entry = result.entry
@@ -246,12 +248,13 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
     for kind in entry.record["outputs"]:
         artifacts[kind] = Artifact(entry.output_path(kind), entry.output_digest(kind), entry.record["files"])
     why = f"  ({result.reason})" if result.status == "ran" and result.reason else ""
-    log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, record.summary, why)
+    log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, safe_text(record.summary),
+             safe_text(why))
     if entry.record.get("console_file"):
         log.info("%s", (entry.directory / entry.record["console_file"]).read_text().rstrip())
     if entry.record.get("failed"):
         record.status, record.error = "failed", entry.record["failed"]
-        log.error("  %-15s failed  %s", stage.name, record.error)
+        log.error("  %-15s failed  %s", stage.name, safe_text(record.error))
         return record, StageFailed(record.error), False
     return record, None, bool(entry.record.get("stop"))
 

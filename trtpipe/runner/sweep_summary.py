@@ -29,6 +29,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from trtpipe.runner.sweep_jobs import expected_jobs, interrupted_by, mark_interrupted, one_line, read_records
+from trtpipe.safe_text import safe_text
 
 log = logging.getLogger("trtpipe")
 
@@ -208,9 +209,11 @@ def write_summary(root: Path, rows: list[dict]) -> None:
 
 
 def markdown(rows: list[dict]) -> str:
+    """One row per job, one line per row: a cell's newline or `|` (an override naming a file that
+    holds one) is escaped (safe_text.py); summary.csv keeps the text as it is, quoted."""
     shown = [c for c in COLUMNS if c != "run_dir"]
     lines = ["| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
-    lines += ["| " + " | ".join(str(row.get(c, "")).replace("|", "\\|") for c in shown) + " |" for row in rows]
+    lines += ["| " + " | ".join(safe_text(row.get(c, ""), markdown=True) for c in shown) + " |" for row in rows]
     return "\n".join(lines)
 
 

@@ -45,8 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
+from trtpipe.safe_text import safe_text  # labels too: matplotlib warned "Glyph ... missing" for a control (issue 22)
 from trtpipe.validate.localize import Localization
-from trtpipe.validate.short_names import unique_short_names, visible
+from trtpipe.validate.short_names import unique_short_names
 
 FIGURE_SIZE = (13.0, 6.5)  # inches
 DPI = 100
@@ -133,7 +134,7 @@ def accuracy_figure(
     figure = Figure(figsize=FIGURE_SIZE, dpi=DPI)
     FigureCanvasAgg(figure)
     top, bottom = figure.subplots(2, 1, sharex=True, gridspec_kw=_MARGINS)
-    figure.suptitle(visible(title))
+    figure.suptitle(safe_text(title))
     size = 14.0 if len(rows) <= 300 else 6.0
     _draw_magnitudes(top, x, magnitude, groups, size, fp16_max)
 
@@ -181,8 +182,8 @@ def accuracy_figure(
             axis.axvline(first, color=FAILED_COLOUR, linestyle="--", linewidth=0.8, zorder=0)
         left_half = first < len(rows) / 2
         bottom.annotate(
-            f"{'first inf/NaN' if nonfinite.any() else 'first failure'}: {visible(row['node'])} "
-            f"({visible(row['op_type'])})",
+            f"{'first inf/NaN' if nonfinite.any() else 'first failure'}: {safe_text(row['node'])} "
+            f"({safe_text(row['op_type'])})",
             xy=(first, shown_error[first]),
             xytext=(15 if left_half else -15, -45), textcoords="offset points",
             ha="left" if left_half else "right", fontsize="small",
@@ -236,13 +237,13 @@ def _name_worst(figure, bottom, rows, error, shown_error, error_floor, first) ->
     worst = worst_nodes(rows, error, error_floor, first)
     if not worst:
         return
-    names = unique_short_names((visible(rows[i]["node"]) for i in worst), _NAME_WIDTH)
+    names = unique_short_names((safe_text(rows[i]["node"]) for i in worst), _NAME_WIDTH)
     lines = ["largest errors:"]
     for rank, index in enumerate(worst, start=1):
         bottom.annotate(str(rank), xy=(index, shown_error[index]), xytext=(3, 3), textcoords="offset points",
                         fontsize="small", fontweight="bold")
-        lines += [f"{rank} {names[visible(rows[index]['node'])]}",
-                  f"  {visible(rows[index]['op_type'])}, error {error[index]:.3g}"]
+        lines += [f"{rank} {names[safe_text(rows[index]['node'])]}",
+                  f"  {safe_text(rows[index]['op_type'])}, error {error[index]:.3g}"]
     figure.text(_MARGINS["right"] + 0.01, _MARGINS["bottom"], "\n".join(lines), fontsize="small",
                 va="bottom", ha="left", family="monospace")
 

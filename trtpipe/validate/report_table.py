@@ -8,10 +8,15 @@ failing bound per output and the localisation; the stage's failure line (stderr,
 `failure_message`) is a one-line summary naming the failing candidates, their
 failing outputs and the culprit nodes, without repeating the numbers, so that
 `--quiet` and scripts reading stderr still learn what failed and where.
+
+Decision: names are the model's, and may hold newlines and terminal escape sequences:
+every line is made of escaped names (safe_text.py), and an output name is escaped before
+it is shortened to its column, so a cut never splits an escape the terminal acts on.
 """
 
 from __future__ import annotations
 
+from trtpipe.safe_text import safe_text
 from trtpipe.validate.localize import LARGEST_VALUE
 from trtpipe.validate.upstream_origins import describe as describe_amplifier
 from trtpipe.validate.short_names import unique_short_names
@@ -42,7 +47,7 @@ def report_table(report: dict) -> str:
     outputs = [metrics for c in report["candidates"] for metrics in c["outputs"].values() if metrics]
     columns = [c for c in COLUMNS if c[0] not in OPTIONAL
                or any(m.get(c[0]) or (c[0] in SHOWN_WHEN_ZERO and m.get(c[0]) is not None) for m in outputs)]
-    shown = unique_short_names((o for c in report["candidates"] for o in c["outputs"]), OUTPUT_WIDTH)
+    shown = unique_short_names((safe_text(o) for c in report["candidates"] for o in c["outputs"]), OUTPUT_WIDTH)
     lines = [f"    {'candidate':10} {'output':{OUTPUT_WIDTH}} "
              + " ".join(f"{h:>{w}}" for _, h, w, _ in columns) + "  verdict"]
     for candidate in report["candidates"]:
@@ -51,10 +56,11 @@ def report_table(report: dict) -> str:
             failed = [r for r in reasons if r.startswith(f"{output}:")]
             verdict = "ok" if not failed else "FAIL: " + failed[0].split(": ", 1)[1]
             cells = [_fmt((metrics or {}).get(key), spec) for key, _, _, spec in columns]
-            lines.append(f"    {candidate['name']:10} {shown[output]:{OUTPUT_WIDTH}} "
-                         + " ".join(f"{cell:>{w}}" for cell, (_, _, w, _) in zip(cells, columns)) + f"  {verdict}")
+            lines.append(f"    {safe_text(candidate['name']):10} {shown[safe_text(output)]:{OUTPUT_WIDTH}} "
+                         + " ".join(f"{cell:>{w}}" for cell, (_, _, w, _) in zip(cells, columns))
+                         + f"  {safe_text(verdict)}")
     for note in report.get("notes", []):
-        lines.append(f"    note: {note}")
+        lines.append(f"    note: {safe_text(note)}")
     for line in localization_lines(report.get("localization")):
         lines.append(f"    {line}")
     return "\n".join(lines) + "\n"
@@ -80,7 +86,7 @@ def failure_message(report: dict) -> str:
             origin = ((found.get("amplifies") or {}).get("upstream") or [None])[0]
             if origin:
                 message += f" amplifying {origin['node']} ({origin['op_type']}, {origin['precision']})"
-    return message
+    return safe_text(message)
 
 
 def localization_lines(localization: dict | None) -> list[str]:
@@ -97,9 +103,9 @@ def localization_lines(localization: dict | None) -> list[str]:
             title = "first node with non-finite values"
         else:
             title = f"first node above the error threshold ({_fmt(localization.get('threshold'), '.2%')})"
-        lines.append(f"{title}: {_describe(found)}")
+        lines.append(safe_text(f"{title}: {_describe(found)}"))
         if found.get("amplifies"):
-            lines.append(f"  {describe_amplifier(found['amplifies'])}")
+            lines.append(safe_text(f"  {describe_amplifier(found['amplifies'])}"))
     return lines
 
 

@@ -23,15 +23,6 @@ from typing import Iterable
 ELLIPSIS = "…"
 
 
-def visible(name: str) -> str:
-    """`name` with every character no font draws (a control: `\\r`, `\\0`, `\\t`...) as its escape.
-
-    Decision (issue 22, item 16): node names are the exporter's, and may hold such characters;
-    matplotlib printed "Glyph ... missing from font" warnings to stderr for each, and the label
-    showed a box. The escape says what is there."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in name)
-
-
 def shorten(name: str, width: int, head: int | None = None) -> str:
     """`name` within `width` characters: its first `head` and its last characters, `…` between."""
     if len(name) <= width:
