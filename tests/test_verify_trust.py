@@ -279,3 +279,30 @@ def test_an_intact_copy_of_the_run_directory_verifies(recorded, tmp_path):
     assert "not in the run directory" not in done.stderr
     assert done.stdout.splitlines()[-1].startswith("trtpipe-verify: identical")
 
+
+
+def test_a_model_with_external_data_is_checked_with_its_data_file(tmp_path):
+    """The run directory's digest of a model is `artifact_digest`'s (its external data file
+    included, opened beneath the run directory); a changed data file is refused. In-process:
+    stage outputs hold external data only past protobuf's 2 GiB limit."""
+    from trtpipe.cache.hashing import artifact_digest
+    from trtpipe.errors import UserError
+    from trtpipe.runner.manifest_trust import check_run_files
+
+    stage_dir = tmp_path / "run" / "precision"
+    stage_dir.mkdir(parents=True)
+    _small_model(tmp_path / "mm.onnx")
+    model = onnx.load(str(tmp_path / "mm.onnx"))
+    onnx.save(model, str(stage_dir / "model.onnx"), save_as_external_data=True, location="model.data",
+              size_threshold=0)
+    manifest = {"stages": [{"name": "precision", "outputs": {"model": {
+        "path": "precision/model.onnx", "sha256": artifact_digest(stage_dir / "model.onnx")}}}]}
+    assert check_run_files(manifest, tmp_path / "run") is None
+    data = stage_dir / "model.data"
+    data.write_bytes(bytes(reversed(data.read_bytes())))
+    with pytest.raises(UserError, match="precision/model.onnx is not the file its manifest records"):
+        check_run_files(manifest, tmp_path / "run")
+    data.unlink()
+    data.symlink_to(tmp_path / "mm.onnx")
+    with pytest.raises(UserError, match="a symbolic link is refused"):
+        check_run_files(manifest, tmp_path / "run")
