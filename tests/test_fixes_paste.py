@@ -306,7 +306,26 @@ PROSE = {
     'trtpipe/trt/runner.py:run_all: the engine needs the input(s) {}, which the sample inputs lack': TENSORRT,
     'trtpipe/trt/seam.py:message: {}. Fix: {}': TENSORRT,
     'trtpipe/validate/compare.py:from_mapping: unknown tolerance key(s) {} in {}': CHOICE,
-    'trtpipe/verify.py:verify: the recorded model {} does not exist': VERIFY,
+    'trtpipe/verify.py:_check_model_path: {} {} does not exist': VERIFY,
+    'trtpipe/verify.py:_check_model_path: {} {} cannot be read ({})': VERIFY,
+    'trtpipe/verify.py:_check_model_path: {} {} is a symbolic link to nothing': VERIFY,
+    'trtpipe/verify.py:_check_model_path: {} {} is {}, not a file': VERIFY,
+    # issue 32: a manifest or run directory verify cannot trust; its Fix is a manifest to produce.
+    'trtpipe/runner/manifest_trust.py:check_complete: manifest {} is incomplete or edited: {}': VERIFY,
+    'trtpipe/runner/manifest_trust.py:check_run_files: run directory {} cannot be trusted: {} is not the file its '
+    'manifest records (sha256 {}…, recorded {}…)': VERIFY,
+    'trtpipe/runner/manifest_trust.py:_inside_parts: run directory {} cannot be trusted: its manifest names the '
+    'file {}, which is not a path inside the run directory': VERIFY,
+    'trtpipe/runner/manifest_trust.py:_digest_beneath: run directory {} cannot be trusted: {} is missing': VERIFY,
+    'trtpipe/runner/manifest_trust.py:_digest_beneath: run directory {} cannot be trusted: {} is not a file next '
+    'to it': VERIFY,
+    'trtpipe/runner/manifest_trust.py:_locations: run directory {} cannot be trusted: {} cannot be read as ONNX '
+    '({})': VERIFY,
+    'trtpipe/runner/manifest_trust.py:_open_beneath: run directory {} cannot be read ({})': VERIFY,
+    'trtpipe/runner/manifest_trust.py:_open_beneath: run directory {} cannot be trusted: {} cannot be opened as '
+    'the file the run wrote ({}; a symbolic link is refused)': VERIFY,
+    'trtpipe/runner/manifest_trust.py:_open_beneath: run directory {} cannot be trusted: {} is {}, not the file '
+    'the run wrote': VERIFY,
 }
 
 

@@ -8,11 +8,19 @@ stage's key and output digests are compared with the recorded ones. A stage is
 `identical`, or `drifted` with the reason: the changed input digest, config value or
 tool version, named by comparing the recorded and the new key material.
 
+Before anything is rebuilt, the recorded run must be one that can be compared (issue 32):
+its manifest records every stage its config asks for, and each file it names in the run
+directory has its recorded sha256 (runner/manifest_trust.py); otherwise exit 2, one line.
+After the rebuild, its outcome must be the recorded one too: each stage's status (`ran`
+and `cached` are the same outcome) and the run's status and exit code. A manifest whose
+validate was edited from `failed` to `ran` is drifted, never `identical`.
+
 Decision: the rebuild (its run directory and fresh cache) lives in a temporary
 directory that is removed when the verdict is known, whatever the verdict or error;
 `--keep` keeps it and prints where, for a look at a drifted stage's files.
 
-Exit codes: 0 identical, 1 drift, 2 a bad manifest or a missing model.
+Exit codes: 0 identical, 1 drift, 2 a bad or incomplete manifest, a run directory whose
+files are not the recorded ones, or a missing model.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         for stage in verdict["stages"]:
             print(f"  {stage['name']:15} {stage['verdict']:10} {stage['reason'] or ''}")
+        if verdict["outcome"]["verdict"] != "identical":
+            print(f"  {'run':15} {verdict['outcome']['verdict']:10} {verdict['outcome']['reason']}")
         if not verdict["identical"]:  # what the rebuild warned of may explain the drift
             for line in verdict["rebuild_said"]:
                 print(f"trtpipe-verify: the rebuild said: {line}", file=sys.stderr)
@@ -79,7 +89,9 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     from trtpipe.config.schema import TrtpipeConfig
     from trtpipe.config.store import register_configs
     from trtpipe.cache.hashing import artifact_digest
+    from trtpipe.runner.manifest import MANIFEST_NAME
     from trtpipe.runner.manifest_read import as_literal_config, literal, read_manifest, recorded_start_dir
+    from trtpipe.runner.manifest_trust import check_complete, check_run_files
     from trtpipe.runner.pipeline import plan_stages
     from trtpipe.source import checked_user_model
 
@@ -94,14 +106,16 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     except OmegaConfBaseException as error:
         raise config_error(error) from None
     check_config(cfg)  # every config problem is found before the rebuild starts
-    plan_stages(list(cfg.stages))
+    manifest_file = manifest_path / MANIFEST_NAME if manifest_path.is_dir() else manifest_path
+    check_complete(recorded, [stage.name for stage in plan_stages(list(cfg.stages))], manifest_file)
+    absent_note = check_run_files(recorded, manifest_file.parent)
     start_dir, start_note = recorded_start_dir(recorded)
+    warnings = [note for note in (start_note, absent_note) if note]
     source = recorded["source"]
     notes = []
     if source.get("builtin") is None:
         path = Path(model).resolve() if model else Path(source["path"])
-        if not path.is_file():
-            raise UserError(f"the recorded model {path} does not exist", "give its new location with --model PATH")
+        _check_model_path(path, given=bool(model))
         checked_user_model(path)  # its external data files too, before hashing reads them
         if artifact_digest(path) != source["sha256"]:
             notes.append(f"model file {path} differs from the recorded one (sha256 {source['sha256'][:12]}…)")
@@ -127,12 +141,35 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
             shutil.rmtree(work, ignore_errors=True)
     new_stages = {s["name"]: s for s in result.manifest["stages"]}
     stages = [_compare(old, new_stages.get(old["name"])) for old in recorded["stages"]]
-    identical = not notes and all(s["verdict"] == "identical" for s in stages)
-    return {"identical": identical, "notes": notes, "stages": stages, "run_dir": str(run_dir) if keep else None,
+    outcome = _compare_outcome(recorded, result.manifest)
+    identical = not notes and outcome["verdict"] == "identical" and all(s["verdict"] == "identical" for s in stages)
+    return {"identical": identical, "notes": notes, "stages": stages, "outcome": outcome,
+            "run_dir": str(run_dir) if keep else None,
             "failed_in_both": [s["name"] for s in stages if s["verdict"] == "identical" and s.get("status") == "failed"],
             "rebuild_said": said.lines,
-            "start_dir": str(start_dir), "warnings": [start_note] if start_note else [],
+            "start_dir": str(start_dir), "warnings": warnings,
             "environment": _environment_changes(recorded, result.manifest)}
+
+
+def _check_model_path(path: Path, *, given: bool) -> None:
+    """A model path that is not a file says what it is (issue 32, item 14): "does not exist"
+    only for a path that does not exist, the Fix the option verify reads."""
+    import stat
+
+    from trtpipe.onnxmodel.external_files import file_kind
+
+    what = "the model given with --model" if given else "the recorded model"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise UserError(f"{what} {path} is a symbolic link to nothing", "give the model file with --model PATH")
+        raise UserError(f"{what} {path} does not exist", "give its new location with --model PATH") from None
+    except OSError as error:
+        raise UserError(f"{what} {path} cannot be read ({error.strerror})",
+                        "give the model file with --model PATH") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{what} {path} is {file_kind(mode)}, not a file", "give the ONNX model file with --model PATH")
 
 
 class _RebuildMessages:
@@ -170,6 +207,22 @@ def _check_recorded_cache(cache_dir: Path, start_dir: Path) -> None:
                         f"or make {cache_dir} a writable folder")
 
 
+def _compare_outcome(old: dict, new: dict) -> dict:
+    """The run's status and exit code, as recorded and as rebuilt (a key the manifest lacks is not compared)."""
+    keys = [key for key in ("status", "exit_code") if key in old]
+    recorded, rebuilt = {k: old[k] for k in keys}, {k: new.get(k) for k in keys}
+    if recorded == rebuilt:
+        return {"verdict": "identical", "reason": None, "recorded": recorded, "rebuild": rebuilt}
+    said = "; ".join(f"{k}: recorded {json.dumps(recorded[k])}, rebuild {json.dumps(rebuilt[k])}" for k in keys
+                     if recorded[k] != rebuilt[k])
+    return {"verdict": "drifted", "reason": said, "recorded": recorded, "rebuild": rebuilt}
+
+
+def _outcome(status) -> str:
+    """`ran` and `cached` are one outcome: a rebuild with a fresh cache runs what the run found cached."""
+    return "done" if status in ("ran", "cached") else status
+
+
 def _compare(old: dict, new: dict | None) -> dict:
     """Key, key material and output digests must all agree.
 
@@ -187,7 +240,13 @@ def _compare(old: dict, new: dict | None) -> dict:
     changes = changed_paths(current, new.get("material") or {})
     reshaped = reshaped_key_matches(old.get("key"), recorded, current, new.get("key"))
     honest = not recorded or key_of(recorded) == old.get("key")
+    same_outcome = _outcome(old.get("status")) == _outcome(new.get("status"))
     if ((old.get("key") == new.get("key") and honest) or reshaped) and not changes and _digests(old) == _digests(new):
+        if not same_outcome:  # the same work with another outcome: the record was edited (issue 32, item 2)
+            failure = (new.get("error") or "").splitlines()[0:1]
+            return {"name": name, "verdict": "drifted", "status": new.get("status"),
+                    "reason": f"same outputs, another outcome: recorded {old.get('status')}, rebuild "
+                              f"{new.get('status')}" + (f" ({failure[0]})" if failure else "")}
         dropped = [path for path, _, after in changed_paths(recorded, current) if after is None]
         note = (f"recorded key also held settings this stage does not read ({', '.join(dropped[:3])}); "
                 "same outputs") if reshaped else None

@@ -26,6 +26,8 @@ from pathlib import Path
 from trtpipe.errors import UserError
 from trtpipe.runner.manifest import MANIFEST_FORMAT, MANIFEST_NAME
 
+# What the runner writes as a stage's status (runner/manifest.py StageRecord).
+STATUSES = ("ran", "cached", "deferred", "skipped", "failed", "interrupted")
 _FIX = "give the manifest.json written by a trtpipe run (or its run directory)"
 _INTERPOLATION = re.compile(r"(\\*)\$\{")
 
@@ -95,9 +97,13 @@ def _stages_problem(stages: list) -> str | None:
             value = stage.get(key)
             if value is not None and not isinstance(value, kind):
                 return f"{where}.{key} is a {_kind(value)}, not a {kind.__name__} or null"
+        if stage.get("status") not in STATUSES:
+            return f"{where}.status is {_short(stage.get('status'))}, not one of {', '.join(STATUSES)}"
         for kind, output in (stage.get("outputs") or {}).items():
             if not isinstance(output, dict) or not isinstance(output.get("sha256"), str):
                 return f"{where}.outputs.{_short(kind)} has no sha256 string"
+            if not isinstance(output.get("path"), str) or not output["path"]:
+                return f"{where}.outputs.{_short(kind)} has no path string"
     return None
 
 
