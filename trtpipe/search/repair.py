@@ -103,6 +103,7 @@ def repair_plan(
     low_precision: str = "fp16",
     keep_io_types: bool = True,
     shapes_of: Network | None = None,
+    switched: bool = True,
 ) -> RepairResult:
     """Check the automatic plan `decisions` (from `plan_precision` on `model`) and repair it when it
     fails; see the module docstring. `shapes_of`: the stage's network, whose shapes as the sample data
@@ -117,7 +118,7 @@ def repair_plan(
         net.run_shapes, net.run_counts, net.run_levels = shapes_of.run_shapes, shapes_of.run_counts, shapes_of.run_levels
     split = split_plan(net, decisions, low_precision, guard_constants=False)
     runner = TrialRunner(working, split.fixed_precision, split.searchable, feeds, tolerances, low_precision,
-                         keep_io_types)
+                         keep_io_types, switched)
     share = FlopShare(net, split.searchable, split.fixed_low)
     steps = SearchSteps(runner, max_trials, share, label="repair")
     automatic = frozenset(split.automatic_fp32)
@@ -126,6 +127,9 @@ def repair_plan(
     steps.deadline = start + max_seconds  # the check always runs: the budget is for the repair
     if checked.passed:
         return RepairResult(False, checked, dict(decisions), seconds=time.perf_counter() - start)
+    if _switched_disagrees(runner, automatic, passed=False):
+        return _again_in_full(model, decisions, feeds, tolerances, max_trials, max_seconds, low_precision,
+                              keep_io_types, shapes_of)
     PROGRESS.info("    repair: the automatic plan fails (%s); repairing", worst_text(checked.worst))
     grown, passed, origins = _grow(steps, net, split, automatic)
     passing = grown if passed else _escalate(steps, split, share, grown)
@@ -135,6 +139,9 @@ def repair_plan(
         return RepairResult(False, checked, dict(decisions), trials=steps.log, best_failing=best,
                             ended_by=ended_by, seconds=time.perf_counter() - start)
     final = _shrink(steps, net, split, share, origins, passing)
+    if _switched_disagrees(runner, final, passed=True):
+        return _again_in_full(model, decisions, feeds, tolerances, max_trials, max_seconds, low_precision,
+                              keep_io_types, shapes_of)
     ended_by = _budget_spent(steps)
     added = [name for name in split.searchable if name in final and name not in automatic]
     chosen = steps.trial_of[final]
@@ -142,6 +149,22 @@ def repair_plan(
         True, checked, _repaired_decisions(net, decisions, added, final, steps, share, ended_by), added=added,
         trials=steps.log, chosen=chosen, ended_by=ended_by, seconds=time.perf_counter() - start,
     )
+
+
+def _switched_disagrees(runner: TrialRunner, plan: frozenset[str], passed: bool) -> bool:
+    """Decision (the search's, fp32_set.py): the switched emulation is tested bit for bit against each
+    candidate's own, and the verdicts the repair acts on (the automatic plan fails, the repaired plan
+    passes) are confirmed on the validate stage's emulation; should a model make them disagree, the
+    repair runs again the slow way rather than trusting it. One emulated run, only when it repairs."""
+    return bool(runner.emulations["switched"]) and runner.evaluate_in_full(plan).passed != passed
+
+
+def _again_in_full(model, decisions, feeds, tolerances, max_trials, max_seconds, low_precision, keep_io_types,
+                   shapes_of) -> RepairResult:
+    PROGRESS.warning("precision repair: the switched emulation disagrees with the full one; repairing again "
+                     "with one emulated graph per trial")
+    return repair_plan(model, decisions, feeds, tolerances, max_trials=max_trials, max_seconds=max_seconds,
+                       low_precision=low_precision, keep_io_types=keep_io_types, shapes_of=shapes_of, switched=False)
 
 
 def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> str:
