@@ -187,6 +187,11 @@ PROSE = {
     'trtpipe/cache/cache_dir.py:_check_marker: the cache marker {} cannot be read ({}): the cache belongs to another user, or its permissions keep you out': ENVIRONMENT,
     "trtpipe/cache/cache_dir.py:_refuse: the cache's {} ({}) is {}; trtpipe writes and deletes only real files and folders inside its cache (link the whole cache.dir instead)": ENVIRONMENT,
     'trtpipe/data.py:resolved_data: data.path {} {}': DATA_FILE,
+    'trtpipe/data.py:_folder_digests: data.path {} is a folder with no .npz file in it': DATA_FILE,
+    'trtpipe/numerics/inputs.py:load_inputs: data.path {} is a folder with no .npz file in it': DATA_FILE,
+    'trtpipe/runner/source_snapshot.py:_folder_snapshot: data.path file {} changed while trtpipe was reading it (sha256 {}… when the run started, {}… now); nothing was cached': ENVIRONMENT,
+    # A stage's own error about a data folder's set, its snapshot paths renamed to the user's: that error's row.
+    'trtpipe/runner/source_snapshot.py:_folder_snapshot: <renamed(error.problem)>': DATA_FILE,
     'trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} cannot be read ({})': MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} does not exist': MODEL,
     'trtpipe/onnxmodel/external_files.py:checked_data_file: external data file {} of {} does not exist ({} is not a folder)': MODEL,

@@ -25,7 +25,7 @@ def one_line(run) -> str:
 
 
 @pytest.mark.parametrize("kind, expected", [
-    ("folder", "is a folder, not a regular file"),
+    ("folder", "is a folder with no .npz file in it"),  # a folder of .npz input sets is data (issue 30)
     ("fifo", "is a FIFO (named pipe), not a regular file"),
     ("dev_zero", "is a device (a symbolic link to /dev/zero), not a regular file"),
     ("dangling", "is a symbolic link to"),

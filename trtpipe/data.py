@@ -4,6 +4,12 @@ Decision: `data` is not a stage's own config, but it changes what such a stage
 computes; the runner therefore hands the *resolved* data block (absolute path
 and its digest, or the generation specs with built-in defaults filled in) to
 those stages as part of their config, so it is part of their cache key.
+
+Decision (issue 30, item 5): `data.path` may name a folder of `.npz` files, one input set
+each (AutoCast's calibration takes such a folder). Its block then carries `files`, each
+`.npz` file's name -> sha256, in place of the one file's `sha256`: every set's digest is in
+the keys of the stages that run the model, and adding, removing or rewriting one set re-runs
+them. A single file's block is unchanged, so the keys of every other run stay as they were.
 """
 
 from __future__ import annotations
@@ -37,11 +43,25 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
         given = Path(data["path"]).expanduser()
         given = given if given.is_absolute() else start_dir / given
         path = given.resolve()
-        if not path.is_file():
+        if path.is_dir():
+            resolved["path"], resolved["files"] = str(path), _folder_digests(given, path)
+        elif not path.is_file():
             raise UserError(f"data.path {given} {not_a_file(given, path)}",
-                            "give an .npz or Polygraphy JSON inputs file")
-        resolved["path"], resolved["sha256"] = str(path), sha256_file(path)
+                            "give an .npz or Polygraphy JSON inputs file, or a folder of .npz files")
+        else:
+            resolved["path"], resolved["sha256"] = str(path), sha256_file(path)
     return resolved
+
+
+def _folder_digests(given: Path, folder: Path) -> dict[str, str]:
+    """Each input set of a data folder: its `.npz` file's name -> sha256 (a folder without one is exit 2)."""
+    from trtpipe.numerics.inputs import npz_files
+
+    files = npz_files(folder)
+    if not files:
+        raise UserError(f"data.path {given} is a folder with no .npz file in it",
+                        "save one .npz per input set in it (numpy.savez, keys = input names), or name one file")
+    return {file.name: sha256_file(file) for file in files}
 
 
 def check_sample_data(data: Mapping, check_values: bool = True) -> dict[str, list[list[int]]]:
@@ -82,6 +102,8 @@ def sample_shapes(data: Mapping, feeds: list[Mapping] | None = None) -> dict[str
 
 def sample_data_place(data: Mapping) -> str:
     """Where the sample data comes from, for messages."""
+    if data.get("files"):
+        return f"data.path {data['path']} ({len(data['files'])} .npz input sets)"
     return f"data.path {data['path']}" if data.get("path") else "generated from data.inputs"
 
 

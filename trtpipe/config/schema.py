@@ -71,7 +71,8 @@ class InputSpec:
 
 @dataclass
 class DataConfig:
-    # Sample inputs: .npz keyed by input name, or Polygraphy JSON inputs. Unset: generated.
+    # Sample inputs: .npz keyed by input name, Polygraphy JSON inputs, or a folder of .npz files
+    # (one input set each, in name order; every stage that runs the model uses every set). Unset: generated.
     path: Optional[str] = None
     seed: int = 0
     # Feed dicts generated per run (each stage that runs the model uses all of them).

@@ -29,6 +29,10 @@ Decisions:
   user controls, so nothing is converted silently; the only readings are
   lossless ones for what a file cannot name (raw bits of bfloat16/float8/int4,
   text for string inputs; `input_types.py`). Non-tensor inputs are refused first.
+- A folder as `data.path` holds one input set per `.npz` file, read in name order (the
+  order of the sets is the order of the iterations). Only its `*.npz` regular files (or links
+  to them) are read: subfolders and other files (a README, a JSON of notes) are not input
+  sets; a `.json` inputs file is named by `data.path` on its own.
 """
 
 from __future__ import annotations
@@ -221,9 +225,25 @@ def _kind(dtype: np.dtype) -> str:
     return "float" if is_float(dtype) else "integer"
 
 
+def npz_files(folder: Path) -> list[Path]:
+    """The input sets of a data folder: its `.npz` files, in name order."""
+    return sorted((entry for entry in Path(folder).iterdir() if entry.suffix == ".npz" and entry.is_file()),
+                  key=lambda entry: entry.name)
+
+
 def load_inputs(path: Path, model: onnx.ModelProto | None = None) -> list[dict[str, np.ndarray]]:
-    """Feed dicts from `.npz` or Polygraphy JSON, checked against `model` when given."""
+    """Feed dicts from `.npz`, Polygraphy JSON or a folder of `.npz` files, checked against `model` when given."""
     path = Path(path)
+    if path.is_dir():
+        files = npz_files(path)
+        if not files:
+            raise UserError(f"data.path {path} is a folder with no .npz file in it",
+                            "save one .npz per input set in it (numpy.savez, keys = input names), or name one file")
+        iterations = [_read_npz(file) for file in files]
+        if model is not None:
+            for file, feeds in zip(files, iterations):
+                _check_feeds(feeds, model, str(file))
+        return iterations
     if not path.is_file():
         raise UserError(f"data.path {path} does not exist or is not a file", "check data.path")
     if path.suffix == ".npz":

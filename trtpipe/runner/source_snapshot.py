@@ -27,6 +27,9 @@ Decisions:
   uses the data reads a private copy checked against that digest (`data_snapshot`); a
   `data.path` that is a link is followed (it was resolved at the start, a link to a valid
   file is legitimate), but the resolved file swapped for a link afterwards is refused.
+- A data folder (`data.path` naming a folder of `.npz` input sets) is copied file by file into
+  one private folder, each file checked against its digest in the block's `files`; a link in
+  the folder is followed as `data.path` is (resolved once, then opened without following).
 """
 
 from __future__ import annotations
@@ -59,8 +62,35 @@ def data_snapshot(data: Mapping, tmp_root: Path) -> Iterator[Mapping]:
     if not data.get("path"):
         yield data
         return
+    if data.get("files"):
+        with _folder_snapshot(Path(data["path"]), data["files"], tmp_root) as copy:
+            yield {**data, "path": str(copy)}
+        return
     with _snapshot(Path(data["path"]), data["sha256"], tmp_root, "data.path", onnx_model=False) as copy:
         yield {**data, "path": str(copy)}
+
+
+@contextlib.contextmanager
+def _folder_snapshot(folder: Path, digests: Mapping[str, str], tmp_root: Path) -> Iterator[Path]:
+    with disk_errors_as_user_errors(tmp_root), Temporary(tmp_root) as temporary:
+        for name, expected in digests.items():
+            source, target = folder / name, temporary.path / name
+            _copy_checked(source, target, open_checked(source.resolve(), "this run", hard_links_ok=True,
+                                                       what="data.path file"))
+            digest = sha256_file(target)
+            if digest != expected:
+                raise UserError(
+                    f"data.path file {source} changed while trtpipe was reading it (sha256 {expected[:12]}… when "
+                    f"the run started, {digest[:12]}… now); nothing was cached",
+                    "run again once the data.path folder's files are no longer being written",
+                )
+        try:
+            yield temporary.path
+        except UserError as error:
+            def renamed(text: str) -> str:
+                return text.replace(str(temporary.path), str(folder))
+
+            raise UserError(renamed(error.problem), renamed(error.fix)) from None
 
 
 @contextlib.contextmanager
