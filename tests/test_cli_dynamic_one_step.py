@@ -122,7 +122,7 @@ def test_the_data_shape_fix_of_a_dynamic_model_reaches_the_end_in_one_paste(work
 def test_an_integer_dynamic_input_needs_one_fix(workdir):
     onnx.save(token_model(), str(workdir / "tokens.onnx"))
     run, errors = run_pasting_fixes(workdir, "tokens_one", "model.path=tokens.onnx")
-    assert len(errors) == 1 and "'++data.inputs.ids={low:0,high:2,dtype:int64,shape:[1,1]}'" in errors[0]
+    assert len(errors) == 1 and "'++data.inputs.ids.shape=[1,1]'" in errors[0]  # the range is read from the model
     assert run.statuses()["build"] == "deferred" and "--minShapes=ids:1x1" in (
         run.run_dir / "build" / "trtexec.txt").read_text()
 

@@ -26,6 +26,7 @@ from tests.cli_helpers import run_trtpipe
 from tests.fix_catalogue import collected_fixes
 from tests.test_cli_dynamic_inputs import small_model, token_model
 from tests.test_cli_fp32_baseline import loop_carrying_fp16
+from tests.test_cli_integer_ranges import unread_integer_model
 
 # Why a Fix is prose: each row names one of these.
 CHOICE = "the Fix lists the valid values or the closest names; which one is meant only the user knows"
@@ -55,7 +56,8 @@ class Paste:
 
 
 # `{tokens}`: an int64 [batch, seq] model; `{dynamic}`: a float [-1, 3, 8, 8] model (tests/test_cli_dynamic_inputs.py);
-# `{loop16}`: a Loop carrying FP16 state (tests/test_cli_fp32_baseline.py).
+# `{loop16}`: a Loop carrying FP16 state (tests/test_cli_fp32_baseline.py); `{unread}`: two int64
+# [batch, 4] inputs whose ranges the model does not state (tests/test_cli_integer_ranges.py).
 PASTE = {
     "trtpipe/precision/plan/baseline.py:refuse_unless_fp32: precision.default=fp32 (baseline) cannot compute {} "
     "node '{}' in FP32: it still {} {} tensor '{}' because {}{}":
@@ -80,9 +82,10 @@ PASTE = {
         Paste(("stages=[sanitize]", "validate.tolerance.cosine_min=1.5")),
     "trtpipe/config/check.py:_check_tolerances: validate.min_compared is {}, not a share of positions between 0 and 1":
         Paste(("stages=[sanitize]", "validate.min_compared=1.5")),
-    "trtpipe/numerics/inputs.py:_integer_range_needed: model input {} is {} and has no sample range "
-    "(data.inputs.{}.low/high); random values of an integer input (ids, masks, indices) would be meaningless":
-        Paste(("model.path={tokens}", NO_BUILD)),
+    "trtpipe/numerics/inputs.py:_integer_ranges_needed: integer model inputs have no sample range "
+    "(data.inputs.<name>.low/high) and the model states none (no constant table they index, no mask use): {}; "
+    "random values of ids, masks or indices would be meaningless":
+        Paste(("model.path={unread}", NO_BUILD)),
     "trtpipe/numerics/inputs.py:_shape: model input {} has dynamic dimensions (shape {}), so there is no size to draw":
         Paste(("model.path={dynamic}", NO_BUILD)),
     "trtpipe/numerics/inputs.py:_shape: data.inputs.{}.shape {} does not fit the model's shape {}":
@@ -187,6 +190,7 @@ PROSE = {
     'trtpipe/cache/cache_dir.py:_check_marker: the cache marker {} cannot be read ({}): the cache belongs to another user, or its permissions keep you out': ENVIRONMENT,
     "trtpipe/cache/cache_dir.py:_refuse: the cache's {} ({}) is {}; trtpipe writes and deletes only real files and folders inside its cache (link the whole cache.dir instead)": ENVIRONMENT,
     'trtpipe/data.py:resolved_data: data.path {} {}': DATA_FILE,
+    "trtpipe/numerics/input_ranges.py:check_table_indices: sample input {} in {} (set {}) holds {}, outside the model's table: {} are {}, so valid values are 0 to {}": DATA_FILE,
     'trtpipe/data.py:_folder_digests: data.path {} is a folder with no .npz file in it': DATA_FILE,
     'trtpipe/numerics/inputs.py:load_inputs: data.path {} is a folder with no .npz file in it': DATA_FILE,
     'trtpipe/runner/source_snapshot.py:_folder_snapshot: data.path file {} changed while trtpipe was reading it (sha256 {}… when the run started, {}… now); nothing was cached': ENVIRONMENT,
@@ -369,6 +373,7 @@ def workdir(tmp_path_factory):
     onnx.save(token_model(), str(directory / "tokens.onnx"))
     onnx.save(small_model(-1), str(directory / "dynamic.onnx"))
     onnx.save(loop_carrying_fp16(), str(directory / "loop16.onnx"))
+    onnx.save(unread_integer_model(dynamic=True), str(directory / "unread.onnx"))
     return directory
 
 
@@ -376,7 +381,8 @@ def workdir(tmp_path_factory):
 def test_the_fix_works_when_pasted(workdir, key):
     row = PASTE[key]
     argv = [arg.replace("{tokens}", str(workdir / "tokens.onnx")).replace("{dynamic}", str(workdir / "dynamic.onnx"))
-            .replace("{loop16}", str(workdir / "loop16.onnx")) for arg in row.argv]
+            .replace("{loop16}", str(workdir / "loop16.onnx")).replace("{unread}", str(workdir / "unread.onnx"))
+            for arg in row.argv]
     pattern = problem_pattern(key)
     name = re.sub(r"\W+", "_", key.split(": ", 1)[0])
     first = run_trtpipe(workdir, *argv, cache=workdir / "cache", run_name=name)

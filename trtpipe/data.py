@@ -22,6 +22,12 @@ from trtpipe.cache.hashing import sha256_file
 from trtpipe.numerics.sample_values import ALLOW_KEY, check_generation_specs, check_sample_values
 
 
+# The tables a sample file's integer inputs index, found before any stage (`with_model_ranges`);
+# dropped from the block before it reaches a stage (the file's digest already keys it).
+TABLES_KEY = "_tables"
+INTEGER_ELEMENT_TYPES = {2, 3, 4, 5, 6, 7, 12, 13}  # onnx.TensorProto's (u)int8..64
+
+
 def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shapes: Mapping | None = None) -> dict:
     """`opt_shapes`: input -> shape from the build's first profile, used where a spec gives no shape
     (validation then feeds the shapes the engine is optimised for)."""
@@ -64,10 +70,36 @@ def _folder_digests(given: Path, folder: Path) -> dict[str, str]:
     return {file.name: sha256_file(file) for file in files}
 
 
+def with_model_ranges(data: dict, model_path: Path) -> tuple[dict, dict]:
+    """Before any stage: the data block with the range the model states for each generated integer
+    input that has none (numerics/input_ranges.py; the reason rides along as `from_model`, so the
+    decision is in the keys and the manifest's key material), and the table ranges that sample
+    files are checked against (`check_sample_data`). Every integer input without a range is one
+    error here. Returns (data, {input: ReadRange} of the decisions to print)."""
+    import onnx
+
+    from trtpipe.numerics.input_ranges import read_ranges
+    from trtpipe.numerics.inputs import integer_specs, model_inputs
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception:  # sanitize reports an unreadable model in its own words
+        return data, {}
+    if data.get("path"):
+        names = [value.name for value in model_inputs(model)
+                 if value.type.tensor_type.elem_type in INTEGER_ELEMENT_TYPES]
+        return {**data, TABLES_KEY: read_ranges(model, names)}, {}
+    specs, read = integer_specs(model, data.get("inputs") or {})
+    for name, found in read.items():
+        specs[name] = {**specs[name], "from_model": found.reason}
+    return {**data, "inputs": specs}, read
+
+
 def check_sample_data(data: Mapping, check_values: bool = True) -> dict[str, list[list[int]]]:
     """Refuse, before any stage runs the model, sample inputs that are empty or inf/NaN
-    (numerics/sample_values.py), and return their shapes (`sample_shapes`); the file is read
-    here once more (stages read it again)."""
+    (numerics/sample_values.py), or ids outside the table they index, and return their shapes
+    (`sample_shapes`); the file is read here once more (stages read it again)."""
+    from trtpipe.numerics.input_ranges import check_table_indices
     from trtpipe.numerics.inputs import load_inputs
 
     allow = bool(data.get(ALLOW_KEY))
@@ -75,6 +107,7 @@ def check_sample_data(data: Mapping, check_values: bool = True) -> dict[str, lis
         feeds = load_inputs(Path(data["path"]))
         if check_values:
             check_sample_values(feeds, allow, f"data.path {data['path']}")
+            check_table_indices(feeds, data.get(TABLES_KEY) or {}, f"data.path {data['path']}")
         return sample_shapes(data, feeds)
     if check_values:
         check_generation_specs(data.get("inputs") or {}, allow)

@@ -58,9 +58,18 @@ def test_integer_spec_is_respected(transformer):
     assert set(np.unique(np.concatenate([f["attention_mask"] for f in feeds]))) == {0, 1}
 
 
-def test_missing_integer_spec_is_a_user_error_naming_the_key(transformer):
-    with pytest.raises(UserError, match=r"'attention_mask' is int64.*Fix: .*'\+\+data.inputs.attention_mask=\{low:0,high:2,dtype:int64\}'"):
-        generate_inputs(transformer, {"input_ids": SPECS["input_ids"]}, seed=0, iterations=1)
+def test_a_missing_integer_spec_takes_the_range_the_model_states(transformer):
+    """The built-in transformer's mask is cast and taken from 1: {0, 1} (issue 30, item 5; an error before)."""
+    feeds = generate_inputs(transformer, {"input_ids": SPECS["input_ids"]}, seed=0, iterations=2)
+    assert set(np.unique(np.concatenate([f["attention_mask"] for f in feeds]))) == {0, 1}
+
+
+def test_integer_inputs_the_model_says_nothing_about_are_one_user_error_naming_the_keys():
+    from tests.test_cli_integer_ranges import unread_integer_model
+
+    with pytest.raises(UserError, match=r"'a' \(int64\), 'b' \(int64\).*Fix: .*'\+\+data.inputs=\{a:\{low:0,high:2,"
+                                        r"dtype:int64\},b:\{low:0,high:2,dtype:int64\}\}'"):
+        generate_inputs(unread_integer_model(), {}, seed=0, iterations=1)
 
 
 def test_float_input_without_spec_defaults_to_unit_range_with_a_note(caplog):

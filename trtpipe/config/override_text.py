@@ -61,15 +61,27 @@ def input_shape_override(name: str, shape: Sequence[int]) -> str | None:
 
 def input_spec_override(name: str, fields: Mapping[str, object]) -> str | None:
     """The quoted override that merges `fields` into data.inputs.<name> (Hydra merges dicts), or None."""
-    def text(value) -> str:
-        return _list(value) if isinstance(value, (list, tuple)) else str(value)
-
-    spec = "{" + ",".join(f"{key}:{text(value)}" for key, value in fields.items()) + "}"
+    spec = _spec(fields)
     if _IDENTIFIER.fullmatch(name):
         return f"'++data.inputs.{name}={spec}'"
     if (key := dict_key(name)) is not None:
         return f"'++data.inputs={{{key}:{spec}}}'"
     return None
+
+
+def input_specs_override(specs: Mapping[str, Mapping[str, object]]) -> str | None:
+    """One quoted override that merges each input's fields into data.inputs, or None."""
+    if len(specs) == 1:
+        return input_spec_override(*next(iter(specs.items())))
+    keys = {name: dict_key(name) for name in specs}
+    if None in keys.values():
+        return None
+    return "'++data.inputs={" + ",".join(f"{keys[name]}:{_spec(fields)}" for name, fields in specs.items()) + "}'"
+
+
+def _spec(fields: Mapping[str, object]) -> str:
+    return "{" + ",".join(f"{key}:{_list(value) if isinstance(value, (list, tuple)) else value}"
+                          for key, value in fields.items()) + "}"
 
 
 def profiles_override(shapes: Mapping[str, Sequence[int]]) -> str | None:

@@ -13,8 +13,11 @@ Decisions:
   (float16 for a float32 input) is converted with a logged note, a different
   kind is a user error.
 - Integer and bool inputs are token ids, masks, indices: random floats or the
-  range [-1, 1] would be meaningless (and out of range for a Gather), so an
-  integer input without a spec is a user error naming `data.inputs.<name>`.
+  range [-1, 1] would be meaningless (and out of range for a Gather). An integer
+  input without `low`/`high` takes the range the model states (`input_ranges.py`:
+  the rows of the embedding table it indexes, {0, 1} for a mask); every integer
+  input whose range cannot be read is named in one user error, with one Fix
+  covering them all (`integer_specs`; issue 30, item 5: they failed one at a time).
   A float input without a spec gets uniform [0, 1) and a logged note.
   Integers are drawn from [low, high) (`high` exclusive, NumPy's convention).
 - Dynamic dimensions (`input_dims`: dim_param, -1, 0, or an empty dim) have no
@@ -46,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from trtpipe.config.override_text import input_shape_override, input_spec_override
+from trtpipe.config.override_text import input_shape_override, input_spec_override, input_specs_override
 from trtpipe.errors import UserError
 from trtpipe.onnxmodel import input_dims
 from trtpipe.numerics.input_types import as_declared, declared_dtype, is_float, unreadable_npz_fix
@@ -78,6 +81,7 @@ def generate_inputs(
             f"(its inputs: {[value.name for value in inputs]})",
             _remove_entries_fix(unknown),
         )
+    specs, _ = integer_specs(model, specs)
     plans = [_draw_plan(value, specs.get(value.name)) for value in inputs]
     return [
         {name: draw(_stream(seed, iteration, name)) for name, draw in plans}
@@ -106,9 +110,6 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
     if dtype.kind in "OSU":
         raise UserError(f"model input {name!r} is a string tensor; strings cannot be generated",
                         "give its values in data.path (an .npz of np.array(values, dtype=str))")
-    if (spec is None or spec.get("low") is None or spec.get("high") is None) and not is_float(dtype) \
-            and dtype.kind != "b":
-        raise _integer_range_needed(value, dtype, spec)
     shape = _shape(value, spec)
     if spec is None:
         logger.info("input %s: no data.inputs.%s spec, drawing uniform [0, 1)", name, name)
@@ -120,23 +121,51 @@ def _draw_plan(value: onnx.ValueInfoProto, spec: Mapping | None):
     return name, lambda rng: rng.randint(int(low), int(high), size=shape, dtype=np.int64).astype(dtype)
 
 
-def _integer_range_needed(value: onnx.ValueInfoProto, dtype: np.dtype, spec: Mapping | None) -> UserError:
-    """An integer input without a range: one Fix that also gives the shape when the model lacks one.
+def _lacks_range(value: onnx.ValueInfoProto, spec: Mapping | None) -> bool:
+    dtype = declared_dtype(value)
+    return (not is_float(dtype) and dtype.kind not in "bOSU"
+            and (spec is None or spec.get("low") is None or spec.get("high") is None))
 
-    Decision: the example range [0, 2) is valid for any index, mask or id input, so
-    the Fix works when pasted; the message asks for the real range (the vocabulary).
-    """
-    name = value.name
-    fields: dict = {"low": 0, "high": 2, "dtype": dtype.name}
-    declared = input_dims.dims(value)
-    if input_dims.is_dynamic(declared) and declared is not None and not (spec or {}).get("shape"):
-        fields["shape"] = input_dims.example_shape(declared)
-    override = input_spec_override(name, fields)
-    how = f"e.g. {override} with your real range" if override else "in data.path"
+
+def integer_specs(model: onnx.ModelProto, specs: Mapping[str, Mapping]) -> tuple[dict, dict]:
+    """`specs` with the range the model states filled in for each integer input that gives none, and
+    {input: ReadRange} of those decisions; every integer input left without a range is in one error."""
+    from trtpipe.numerics.input_ranges import read_ranges
+
+    lacking = [value for value in model_inputs(model) if _lacks_range(value, specs.get(value.name))]
+    if not lacking:
+        return dict(specs), {}
+    read = read_ranges(model, [value.name for value in lacking])
+    filled = dict(specs)
+    for name, found in read.items():
+        filled[name] = {**(specs.get(name) or {}), "low": found.low, "high": found.high}
+    unread = [value for value in lacking if value.name not in read]
+    if unread:
+        raise _integer_ranges_needed(unread, specs)
+    return filled, read
+
+
+def _integer_ranges_needed(values: list[onnx.ValueInfoProto], specs: Mapping[str, Mapping]) -> UserError:
+    """Integer inputs whose range neither data.inputs nor the model gives: one message, one Fix.
+
+    Decision: the example range [0, 2) is valid for any index, mask or id input, so the Fix
+    works when pasted; the message asks for the real ranges (the vocabulary)."""
+    entries = {}
+    for value in values:
+        dtype, declared = declared_dtype(value), input_dims.dims(value)
+        fields: dict = {"low": 0, "high": 2, "dtype": dtype.name}
+        if input_dims.is_dynamic(declared) and declared is not None and not (specs.get(value.name) or {}).get("shape"):
+            fields["shape"] = input_dims.example_shape(declared)
+        entries[value.name] = fields
+    names = [value.name for value in values]
+    override = input_specs_override(entries)
+    how = f"e.g. {override} with your real ranges" if override else "in data.path"
+    listed = ", ".join(f"{name!r} ({entries[name]['dtype']})" for name in names)
     return UserError(
-        f"model input {name!r} is {dtype} and has no sample range (data.inputs.{name}.low/high); random values "
-        "of an integer input (ids, masks, indices) would be meaningless",
-        f"give its range, high exclusive (token ids: below the vocabulary size), {how}, or give data.path",
+        "integer model inputs have no sample range (data.inputs.<name>.low/high) and the model states none "
+        f"(no constant table they index, no mask use): {listed}; random values of ids, masks or indices "
+        "would be meaningless",
+        f"give their ranges, high exclusive (token ids: below the vocabulary size), {how}, or give data.path",
     )
 
 

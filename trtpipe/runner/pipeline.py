@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, OutOfMemory, StageFailed, TrtpipeError, UserError, is_out_of_memory
-from trtpipe.data import check_sample_data, resolved_data
+from trtpipe.data import TABLES_KEY, check_sample_data, resolved_data, with_model_ranges
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
@@ -108,11 +108,18 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
         data = resolved_data(OmegaConf.to_container(cfg.data, resolve=True),
                              None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
         shapes: dict = {}
+        if any(stage.uses_data for stage in stages):
+            # ranges of integer inputs read from the model, or one error naming every input without one
+            data, read = with_model_ranges(data, source.path)
+            for name, found in read.items():
+                log.info("  data            input %s: integers in [%d, %d), read from the model: %s",
+                         safe_text(repr(name)), found.low, found.high, safe_text(found.reason))
         if any(stage.uses_data or stage.uses_data_shapes for stage in stages):
             # empty or inf/NaN samples: exit 2 before any stage (a stage that only takes their shapes
             # does not look at the values)
             shapes = check_sample_data(data, check_values=any(stage.uses_data for stage in stages))
             _check_data_in_profiles(cfg, stages, shapes, data)
+            data.pop(TABLES_KEY, None)
         for stage in stages:
             if failure is not None or stop_reason is not None:
                 reason = stop_reason or "an earlier stage failed"
