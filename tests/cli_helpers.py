@@ -42,3 +42,13 @@ def run_trtpipe(workdir: Path, *overrides: str, cache: Path | None = None, run_n
 def cache_entries(cache: Path) -> list[Path]:
     entries = cache / "entries"
     return sorted(p for p in entries.glob("*/*") if p.is_dir()) if entries.exists() else []
+
+
+def run_command(workdir: Path, *args: str, cache: Path | None = None, env: dict | None = None,
+                timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m trtpipe ARGS` as typed, nothing appended (no hydra.run.dir): for the
+    subcommands (`trtpipe verify`, `trtpipe cache`), which are not Hydra overrides."""
+    environment = {**os.environ, "TRTPIPE_CACHE": str(cache or workdir / "cache"), **(env or {})}
+    environment.pop("TRTPIPE_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "trtpipe", *args], cwd=workdir, env=environment,
+                          capture_output=True, text=True, timeout=timeout)

@@ -151,10 +151,11 @@ def relu_model(path: Path, opset: int) -> None:
 
 
 def test_upgrade_target_below_the_model_opset_is_reported(tmp_path):
-    """Reproduced: an opset-18 model with `upgrade_opset.target=17` (the default) printed
-    "opset 18 -> 18" and nothing else: the target was silently ignored."""
+    """Reproduced: an opset-18 model with `upgrade_opset.target=17` (then the default; since issue 33
+    the default follows the model, tests/test_cli_first_day2.py) printed "opset 18 -> 18" and
+    nothing else: the target was silently ignored."""
     relu_model(tmp_path / "op18.onnx", 18)
-    run = run_trtpipe(tmp_path, "model.path=op18.onnx", "stages=[sanitize,upgrade_opset]")
+    run = run_trtpipe(tmp_path, "model.path=op18.onnx", "stages=[sanitize,upgrade_opset]", "upgrade_opset.target=17")
     assert run.code == 0, run.stderr
     stage = next(s for s in run.manifest["stages"] if s["name"] == "upgrade_opset")
     assert "target 17 is below the model's opset 18: left at 18, never downgraded" in stage["summary"]

@@ -69,12 +69,14 @@ def test_a_newline_in_a_sweep_override_keeps_its_summary_row_on_one_line(tmp_pat
     model = hostile_model(folder / "m.onnx")
     run = run_trtpipe(tmp_path, "-m", f"model.path='{model}'", "+recipe=naive_fp16,fp32", "hydra.sweep.dir=sweep")
     assert run.code == 1, run.stdout + run.stderr
-    lines = (tmp_path / "sweep" / "summary.md").read_text().splitlines()
-    assert len(lines) == 4, lines  # heading, rule, one line per job
+    text = (tmp_path / "sweep" / "summary.md").read_text().splitlines()
+    # The model.path every job has: once, above the table, on one line.
+    assert text[0].startswith("Every job: ") and "two\\nlines\\|here/m.onnx" in text[0], text
+    lines = [line for line in text if line.startswith("|")]
+    assert len(lines) == 4 and len(text) == 6, text  # that line, a blank one, heading, rule, one line per job
     cells = [re.split(r"(?<!\\)\|", line) for line in lines]
     assert len({len(row) for row in cells}) == 1, lines  # no cell added by a `|` in a name
-    assert "two\\nlines\\|here/m.onnx" in lines[2] and "two\\nlines\\|here/m.onnx" in lines[3]
-    assert "\x1b" not in "".join(lines)
+    assert "\x1b" not in "".join(text)
     failed = next(line for line in lines[2:] if "FAILED" in line)
     assert "pow\\x1b[2J\\x1b[31m\\r\\nbad\\|node" in failed, failed
     assert "\x1b" not in run.stdout + run.stderr

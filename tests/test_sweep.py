@@ -33,7 +33,8 @@ def test_parallel_sweep_shares_stages_and_writes_one_summary(tmp_path):
     assert [row["job"] for row in rows] == ["0", "1"]
     assert all(row["validation"] == "passed" and row["fp32_nodes"].isdigit() for row in rows)
     assert "precision.auto.max_abs=256" in rows[0]["overrides"]
-    assert (tmp_path / "sweep" / "summary.md").read_text().startswith("| job |")
+    summary = (tmp_path / "sweep" / "summary.md").read_text()
+    assert summary.startswith("Every job: `+recipe=transformer_fp16`\n\n| job |"), summary  # said once
 
 
 def test_a_failing_job_makes_the_sweep_exit_non_zero(tmp_path):

@@ -19,6 +19,13 @@ Decisions:
   a single run composes its config once (single_run.py).
 - `--quiet` adds `++hydra.hydra_logging.root.level=WARNING`: `++`, so it also works when
   the chosen hydra_logging has no root level (hydra/hydra_logging=none).
+- `trtpipe verify ...` and `trtpipe cache ...` are `trtpipe-verify ...` and `trtpipe-cache ...`
+  (issue 33 item 3): the first word is handed to that command's `main` with the rest of argv,
+  untouched (their own `--json`, `--help`). Delegating rather than refusing with "the command is
+  trtpipe-verify": users type the subcommand form (git, pip, docker taught them), and a bare word
+  is never a Hydra override (an override has `=`, a flag starts with `-`), so no run of today
+  changes meaning. The subcommands keep their own names in their messages (`trtpipe-verify:`),
+  the commands the docs and scripts use.
 """
 
 from __future__ import annotations
@@ -36,7 +43,13 @@ from trtpipe.runner.interrupt import (Interrupted, install_signal_handlers, laun
 OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
 
 
+# `trtpipe WORD ...` -> the command of that name, as "module:function" (imported only when asked).
+SUBCOMMANDS = {"verify": "trtpipe.verify:main", "cache": "trtpipe.cache_cli:main"}
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        _subcommand(sys.argv[1], sys.argv[2:])
     try:
         _main()
     except BrokenPipeError:  # `trtpipe --help | head`: the reader left; no traceback
@@ -97,6 +110,15 @@ def _main() -> None:
             print(json.dumps({"status": "interrupted", "exit_code": interrupted.exit_code}))
         sys.exit(interrupted.exit_code)
 
+
+
+def _subcommand(word: str, argv: list[str]) -> None:
+    """`trtpipe verify RUN_DIR` is `trtpipe-verify RUN_DIR` (module docstring); it exits itself."""
+    import importlib
+
+    module, _, function = SUBCOMMANDS[word].partition(":")
+    getattr(importlib.import_module(module), function)(argv)
+    sys.exit(EXIT_OK)  # a main that returns (none does today) has succeeded
 
 
 def _stdout_to_devnull() -> None:

@@ -37,6 +37,8 @@ trtpipe: ONNX -> accurate TensorRT engine, as a cached pipeline of stages.
 Usage: trtpipe [+recipe=NAME] [key=value ...] [--json] [--quiet] [--verbose]
        trtpipe -m KEY=A,B ...            a sweep (one run per value)
        trtpipe --cfg job [overrides]     print the composed config (every setting)
+       trtpipe verify RUN_DIR            rebuild a run and compare it (trtpipe-verify --help)
+       trtpipe cache info|prune|clear    the artifact cache (trtpipe-cache --help)
        trtpipe --version | --help | --hydra-help"""
 
 _FOOTER = """\

@@ -6,7 +6,7 @@ Layout under the cache root:
   tmp/<id>/entry/          an entry being built; renamed into entries/ when complete
   tmp/<id>/TRTPIPE_TMP     marks the temporary as trtpipe's; its writer holds an flock on it
   locks/<key>.lock         one lock per key: concurrent jobs wait, then hit
-  index/<stage>.json       recent key materials, to explain why a stage re-ran
+  index/<stage>.json       recent key materials (and their run's source model), to explain why a stage re-ran
   An entry's directory mtime is its last use (holds.py); trtpipe-cache and cache.max_size
   delete least recently used entries first (manage.py).
 
@@ -98,15 +98,18 @@ class ArtifactCache:
         self.holds = EntryHolds(self.root, lock_timeout) if hold_entries else None
 
     def get_or_compute(self, stage: str, material: dict, compute: Compute,
-                       required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None) -> CacheResult:
+                       required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None,
+                       source: Mapping[str, str] | None = None) -> CacheResult:
         """`required`: output kinds an entry must have to be trusted. `known_files`: files of
-        verified entries (the stage's inputs) and their digests; see `_build`.
+        verified entries (the stage's inputs) and their digests; see `_build`. `source`: the run's
+        source model, `{"path", "sha256"}`, recorded in the miss index to explain a miss against
+        entries of the same model (explain.py); not part of the key.
 
         With `hold_entries`, the entry is held (holds.py) until `release`: no pruner deletes it
         while this run uses it."""
         key = cache_key(material)
         for _ in range(_HOLD_ATTEMPTS):
-            result = self._get_or_compute(stage, key, material, compute, required, known_files)
+            result = self._get_or_compute(stage, key, material, compute, required, known_files, source)
             if self.holds is None:
                 touch_entry(result.entry.directory)
                 return result
@@ -122,7 +125,8 @@ class ArtifactCache:
             self.holds.release()
 
     def _get_or_compute(self, stage: str, key: str, material: dict, compute: Compute,
-                        required: tuple[str, ...], known_files: Mapping[Path, str] | None) -> CacheResult:
+                        required: tuple[str, ...], known_files: Mapping[Path, str] | None,
+                        source: Mapping[str, str] | None = None) -> CacheResult:
         entry, problem = self._load(stage, key, required)
         if entry is not None:
             return CacheResult(entry, "cached", None)
@@ -135,9 +139,12 @@ class ArtifactCache:
             if problem:
                 log.warning("cache entry %s/%s… is invalid (%s): discarded, rebuilding", stage, key[:12], problem)
                 self._discard(self._entry_dir(stage, key))
-            reason = problem or explain_miss(self._previous_materials(stage), material)
+            earlier = self._previous(stage)
+            reason = problem or explain_miss([item["material"] for item in earlier], material,
+                                             source=dict(source) if source else None,
+                                             sources=[item.get("source") for item in earlier])
             entry = self._build(stage, key, material, compute, known_files or {})
-            self._remember(stage, key, material)
+            self._remember(stage, key, material, source)
             return CacheResult(entry, "ran", reason)
 
     def _entry_dir(self, stage: str, key: str) -> Path:
@@ -216,15 +223,19 @@ class ArtifactCache:
     def _index_path(self, stage: str) -> Path:
         return self.root / "index" / f"{stage}.json"
 
-    def _previous_materials(self, stage: str) -> list[dict]:
+    def _previous(self, stage: str) -> list[dict]:
+        """The miss index's items: `{"key", "material", "source"}` (source: absent before issue 33)."""
         if self._index_path(stage).is_symlink():  # never read through a link (write_atomic replaces it)
             return []
         try:
-            return [item["material"] for item in json.loads(self._index_path(stage).read_text())]
-        except (OSError, ValueError, KeyError, TypeError):
+            items = json.loads(self._index_path(stage).read_text())
+            return [{"material": item["material"],
+                     "source": item.get("source") if isinstance(item.get("source"), dict) else None}
+                    for item in items]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return []
 
-    def _remember(self, stage: str, key: str, material: dict) -> None:
+    def _remember(self, stage: str, key: str, material: dict, source: Mapping[str, str] | None = None) -> None:
         lock = self.root / "locks" / f"index-{stage}.lock"
         refuse_linked_file(self.root, lock)
         with held(lock, 60, purpose="which is updating the miss index", announce=False):
@@ -235,7 +246,8 @@ class ArtifactCache:
             if not isinstance(items, list):  # a damaged index only loses miss explanations
                 items = []
             items = [i for i in items if isinstance(i, dict)]
-            items = [{"key": key, "material": material}] + [i for i in items if i.get("key") != key]
+            item = {"key": key, "material": material, **({"source": dict(source)} if source else {})}
+            items = [item] + [i for i in items if i.get("key") != key]
             with cache_errors_as_user_errors(self._index_path(stage), "miss index"):
                 write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
 

@@ -12,6 +12,14 @@ Decisions:
 - A setting that only entered or left the key because the key follows what the stage
   reads (switching the range rule off drops data.*) is not the user's change: when a
   value present on both sides changed, only such values are named (the others counted).
+- Entries are compared with entries of the same model only (issue 33 item 6): the miss
+  index records, next to each material, the run's source model (its path and sha256;
+  not part of the key). "Same model" is the same path (the file as the user edits it:
+  a changed digest there is a modified file, `inputs.model changed`) or the same bytes
+  elsewhere (a copy). With no entry of this model, the reason is NO_ENTRY_FOR_MODEL:
+  comparing with whatever model ran last said `inputs.model changed "352d…" -> "a3c0…"`
+  on a new model's first run, as if the user's file had been modified. Entries written
+  before the index held sources may be of this model: they are compared as before.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ _SHOWN_CHANGES = 2
 # Material sections in the order a reader should see them (runner/pipeline.py builds them).
 _SECTION_ORDER = ("inputs", "config", "files", "version", "stage", "tools", "environment")
 _VALUE_WIDTH = 40
+NO_EARLIER_ENTRY = "no earlier entry of this stage in the cache"
+NO_ENTRY_FOR_MODEL = "no entry for this model in the cache"
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -65,12 +75,28 @@ def importance(change: tuple[str, Any, Any]) -> tuple[int, bool, str]:
     return rank, before is None or after is None, path
 
 
-def explain_miss(previous: list[dict], material: dict) -> str:
-    """One sentence: the changes against the most similar earlier material."""
+def same_model(one: dict | None, other: dict | None) -> bool | None:
+    """Two runs' source models (`{"path", "sha256"}`): the same file or the same bytes; None: unknown."""
+    if not one or not other:
+        return None
+    return one.get("path") == other.get("path") or one.get("sha256") == other.get("sha256")
+
+
+def explain_miss(previous: list[dict], material: dict, *, source: dict | None = None,
+                 sources: list[dict | None] | None = None) -> str:
+    """One sentence: the changes against the most similar earlier material of the same model.
+    `source`: this run's source model; `sources`: each earlier material's (None: not recorded)."""
     from trtpipe.cache.key_shape import in_current_shape
 
     if not previous:
-        return "no earlier entry of this stage in the cache"
+        return NO_EARLIER_ENTRY
+    if source is not None and sources is not None:
+        verdicts = [same_model(earlier, source) for earlier in sources]
+        kept = [index for index, verdict in enumerate(verdicts) if verdict]
+        kept = kept or [index for index, verdict in enumerate(verdicts) if verdict is None]
+        if not kept:  # every earlier entry is another model's
+            return NO_ENTRY_FOR_MODEL
+        previous = [previous[index] for index in kept]
     reshaped = [in_current_shape(old) for old in previous]  # entries written before Stage.key_config
     closest = min(range(len(previous)), key=lambda index: len(changed_paths(reshaped[index], material)))
     changes = changed_paths(reshaped[closest], material)

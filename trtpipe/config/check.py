@@ -124,7 +124,38 @@ def _one_of(key: str, value, allowed: tuple[str, ...]) -> None:
 
 
 def config_error(error: BaseException) -> UserError:
-    """Turn an OmegaConf or Hydra composition error into a one-line UserError."""
+    """Turn an OmegaConf or Hydra composition error into a one-line UserError.
+
+    Decision (issue 33 item 7): an error in a recipe's YAML (Hydra says "In 'recipe/NAME'")
+    names the recipe file first: the key is the file's, not the command line's, and with
+    TRTPIPE_RECIPES the same name may be in several directories."""
+    user_error = _config_error(error)
+    recipe = _recipe_in(error)
+    if recipe is None:
+        return user_error
+    return UserError(f"recipe file {recipe}: {user_error.problem}", user_error.fix)
+
+
+def _recipe_in(error: BaseException | None):
+    """The file of the recipe Hydra was merging when `error` was raised, if any."""
+    import re
+
+    from trtpipe.config.locate import recipe_file
+
+    seen = 0
+    while error is not None and seen < 10:
+        found = re.match(r"In 'recipe/([^'/]+)'", str(error))
+        if found:
+            try:
+                return recipe_file(found.group(1))
+            except UserError:  # a bad TRTPIPE_RECIPES is reported by the registration, not here
+                return None
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
+
+
+def _config_error(error: BaseException) -> UserError:
     from trtpipe.config.append_hint import append_hint, typed_override
 
     omega = _find_omegaconf_error(error)

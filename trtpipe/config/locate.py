@@ -31,6 +31,13 @@ def conf_dir() -> Path:
     return _shipped_dir("conf", "config.yaml")
 
 
+def recipe_file(name: str) -> Path | None:
+    """The file recipe `name` is read from: the last recipe directory that has `name.yaml`
+    (the one config/store.py registers last, which wins)."""
+    found = [directory / f"{name}.yaml" for directory in recipe_dirs() if (directory / f"{name}.yaml").is_file()]
+    return found[-1] if found else None
+
+
 def recipe_dirs() -> list[Path]:
     """Shipped recipes first, then user directories; a later directory's recipe of
     the same name overrides an earlier one."""

@@ -54,8 +54,9 @@ class SanitizeConfig:
 
 @dataclass
 class UpgradeOpsetConfig:
-    # Opset 17 introduced LayerNormalization, which keeps the variance inside one op.
-    target: int = 17
+    # null (the default): opset 17 (it introduced LayerNormalization, which keeps the variance inside one
+    # op), or the model's own opset when that is higher. A number pins the target (graph/upgrade.py).
+    target: Optional[int] = None
     fuse_layernorm: bool = True
 
 

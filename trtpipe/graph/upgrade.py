@@ -10,12 +10,18 @@ Decisions:
 - After the edits, stale `value_info` is stripped and shapes are inferred
   again, so the saved model describes itself truthfully (when fusion changed
   nothing, the inference it ran on an identical copy is reused: same bytes).
-- A target below the model's opset is a warning, not an error, and never a
+- No target given (`upgrade_opset.target: null`, the default and the recipes'): the
+  target is max(17, the model's opset): 17 for an older model (LayerNormalization),
+  the model's own opset otherwise, so a model newer than 17 (the dynamo exporter
+  writes 18) is left as it is without a word (issue 33 item 4: a fixed default of 17
+  warned on every opset-18 export about a target the user never set). "Not set" is
+  null rather than a sentinel number or `auto`: the schema keeps an integer type, so
+  `upgrade_opset.target=seventeen` is still refused at compose time.
+- A target the user set below the model's opset is a warning, not an error, and never a
   silent no-op: the model keeps its opset (ONNX's converter cannot be trusted
   to downgrade, and a downgrade could lose ops the model needs), the report
   holds `target_below_model` and a warning, and the stage line says so. Not an
-  error because the default target (17) is below every opset-18+ model's,
-  which are valid input for every later stage as they are.
+  error because the model is valid input for every later stage as it is.
 - Same input, same options: same bytes (every step is deterministic and the
   report holds no paths or times).
 """
@@ -33,18 +39,24 @@ from trtpipe.graph.passes.reshape_allowzero import make_reshape_allowzero_explic
 
 logger = logging.getLogger(__name__)
 
+# The target when none is set: LayerNormalization's opset.
+DEFAULT_TARGET = MIN_OPSET
+
 
 def upgrade_model(
-    src: Path, dst: Path, *, target_opset: int = 17, fuse_layernorm: bool = True,
+    src: Path, dst: Path, *, target_opset: int | None = None, fuse_layernorm: bool = True,
     link_data_under: Path | None = None, hard_links_ok: bool = False,
 ) -> dict:
     """Read `src`, convert and fuse, write `dst`; returns a JSON-serialisable report.
 
+    `target_opset`: None for max(DEFAULT_TARGET, the model's opset) (module docstring).
     `link_data_under`: see `onnx_io.save_model` (the runner passes the cache's entries).
     `hard_links_ok`: `src` is trtpipe's own file (see `onnx_io.load_model`).
     """
     source = load_model(Path(src), weights_on_disk=True, hard_links_ok=hard_links_ok)
     opset_before = default_opset(source)
+    pinned = target_opset is not None
+    target_opset = target_opset if pinned else max(DEFAULT_TARGET, opset_before)
     model = convert_opset(source, target_opset)
     opset_after = default_opset(model)
     report: dict = {
@@ -54,7 +66,7 @@ def upgrade_model(
         "nodes_before": len(source.graph.node),
         "warnings": [],
     }
-    if 0 < target_opset < opset_before:
+    if pinned and 0 < target_opset < opset_before:
         report["target_below_model"] = True
         warning = (f"upgrade_opset.target={target_opset} is below the model's opset {opset_before}: the model is "
                    f"left at opset {opset_before} (never downgraded); set upgrade_opset.target={opset_before} "

@@ -127,7 +127,7 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
                 log.info("  %-15s skipped  (%s)", stage.name, reason)
                 continue
             current = stage.name
-            record, failure, stops = _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes)
+            record, failure, stops = _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes, source)
             manifest.stages.append(record)
             current = None
             if stops:
@@ -170,8 +170,10 @@ def _record_interrupted(manifest: RunManifest, stages, publisher, run_dir: Path,
     raise interrupted
 
 
-def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[StageRecord, TrtpipeError | None, bool]:
-    """Returns the stage's record, its failure if any, and whether the pipeline stops here."""
+def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes,
+               source: Artifact) -> tuple[StageRecord, TrtpipeError | None, bool]:
+    """Returns the stage's record, its failure if any, and whether the pipeline stops here.
+    `source`: the run's model, which a re-run's reason is explained against (cache/explain.py)."""
     config = OmegaConf.to_container(cfg[stage.name], resolve=True)
     if stage.uses_data:
         config["data"] = data
@@ -226,7 +228,8 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes) -> tuple[S
     try:
         known_files = {artifact.path.parent / name: digest
                        for artifact in inputs.values() for name, digest in artifact.entry_files.items()}
-        result = cache.get_or_compute(stage.name, material, compute, required=stage.produces, known_files=known_files)
+        result = cache.get_or_compute(stage.name, material, compute, required=stage.produces, known_files=known_files,
+                                      source={"path": str(source.path.resolve()), "sha256": source.sha256})
     except TrtpipeError as error:
         record.seconds = round(time.perf_counter() - started, 3)
         record.error = str(error)

@@ -15,6 +15,10 @@ Decisions:
   `finish(error)`, so the summary is written all the same.
 - The launching process's Ctrl-C/SIGTERM handler marks the sweep interrupted first
   (sweep_jobs.mark_interrupted), so no job starts work after the signal.
+- summary.md's rows show only the overrides that vary between jobs; those every job has
+  (the recipe, model.path, stages) are written once above the table (issue 33 item 7:
+  repeated in every row, the table was too wide to paste into a review). summary.csv
+  keeps each job's whole list: a script reading one row gets the job's command.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ def sweep_rows(root: Path, expected: list[list[str]] | None, launcher_error: Bas
         record = records.get(job)
         overrides = record["overrides"] if record else expected[job]
         rows[str(job)] = _row(root, job, overrides, record, signum, launcher_error)
+        rows[str(job)]["_overrides"] = list(overrides)
     covered = {Path(row["run_dir"]).resolve() for row in rows.values() if row["run_dir"] != "-"}
     for path in sorted(root.glob("*/manifest.json"), key=_job_number):  # jobs known only by their directory
         if path.parent.name not in rows and path.parent.resolve() not in covered:
@@ -171,6 +176,7 @@ def job_row(manifest_path: Path) -> dict:
     manifest = json.loads(manifest_path.read_text())
     stages = {s["name"]: s for s in manifest["stages"]}
     row = {"job": run_dir.name, "overrides": " ".join(manifest.get("overrides", [])),
+           "_overrides": [str(override) for override in manifest.get("overrides", [])],
            "status": manifest.get("status"), "reason": _reason(manifest), "validation": "-", "worst": "-",
            "fp16_flop_share": "-",
            "fp32_nodes": "-", "casts": "-", "engine_latency_ms": "-",
@@ -210,11 +216,33 @@ def write_summary(root: Path, rows: list[dict]) -> None:
 
 def markdown(rows: list[dict]) -> str:
     """One row per job, one line per row: a cell's newline or `|` (an override naming a file that
-    holds one) is escaped (safe_text.py); summary.csv keeps the text as it is, quoted."""
+    holds one) is escaped (safe_text.py); summary.csv keeps the text as it is, quoted. The
+    overrides every job has are one line above the table, the rows show the rest (module docstring)."""
     shown = [c for c in COLUMNS if c != "run_dir"]
-    lines = ["| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
-    lines += ["| " + " | ".join(safe_text(row.get(c, ""), markdown=True) for c in shown) + " |" for row in rows]
+    common = common_overrides(rows)
+    lines = []
+    if common:
+        lines += ["Every job: " + " ".join(f"`{safe_text(o, markdown=True)}`" for o in common), ""]
+    lines += ["| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
+    for row in rows:
+        cells = {**row, "overrides": _varying(row, common)}
+        lines.append("| " + " | ".join(safe_text(cells.get(c, ""), markdown=True) for c in shown) + " |")
     return "\n".join(lines)
+
+
+def common_overrides(rows: list[dict]) -> list[str]:
+    """The overrides every job of two or more has, in the first job's order (a row without its
+    list, e.g. a job known only by its directory's manifest of an older trtpipe, shares none)."""
+    lists = [row.get("_overrides") for row in rows]
+    if len(rows) < 2 or any(found is None for found in lists):
+        return []
+    return [override for override in lists[0] if all(override in others for others in lists[1:])]
+
+
+def _varying(row: dict, common: list[str]) -> str:
+    if not common:
+        return row.get("overrides", "")
+    return " ".join(override for override in row["_overrides"] if override not in common) or "-"
 
 
 def _worst(report: dict) -> str:

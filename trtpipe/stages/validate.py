@@ -11,6 +11,7 @@ stage is then marked failed so the run exits 1.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Mapping
 
@@ -21,7 +22,7 @@ from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "13"
+    version = "14"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate (its verdict
@@ -118,6 +119,9 @@ class ValidateAccuracy(Stage):
             "iterations": len(feeds),
             "notes": notes,
             "localization": None,
+            # The bounds each output was judged by (the ones set): the table shows each one's metric.
+            "bounds": {name: {bound: value for bound, value in asdict(tolerances.for_output(name)).items()
+                              if value is not None} for name in outputs},
         }
         failed = next((v for v in verdicts if not v.passed), None)
         outputs = {"report": "validation.json"}

@@ -21,32 +21,38 @@ from trtpipe.validate.localize import LARGEST_VALUE
 from trtpipe.validate.upstream_origins import describe as describe_amplifier
 from trtpipe.validate.short_names import unique_short_names
 
-# (metric, heading, width, format). Decision: abs_p99 stays in validation.json only (it has
-# the output's units, like max_abs, and says less); psnr and px>1lv (pixels_off_8bit, the
+# (metric, heading, width, format). Decision: abs_p99 is shown only when a bound is set on it
+# (it has the output's units, like max_abs, and says less); psnr and px>1lv (pixels_off_8bit, the
 # share of image elements more than one 8-bit level off) are shown only when an output is an
-# image. argmax_agree stays in validation.json only: it is reported for every output with a
-# class axis, hidden states included, where it means nothing unless the user bounds it.
+# image. argmax_agree is shown only when a bound is set on it: it is reported for every output
+# with a class axis, hidden states included, where it means nothing unless the user bounds it.
+# Decision (issue 33 item 7): every bound checked has its column. A bound the user set on a
+# metric hidden by default (`argmax_agree_min`) was judged and stored, but the table did not
+# show the number it judged; the report's `bounds` (validate stage) say which are set.
 COLUMNS = (
     ("max_abs", "max_abs", 9, ".3g"),
+    ("abs_p99", "abs_p99", 9, ".3g"),
     ("max_rel", "max_rel", 9, ".3g"),
     ("rel_p99", "rel_p99", 9, ".3g"),
     ("rel_l2", "rel_l2", 9, ".3g"),
     ("cosine", "cosine", 10, ".6f"),
     ("psnr", "psnr", 7, ".1f"),
     ("pixels_off_8bit", "px>1lv", 8, ".3%"),
+    ("argmax_agree", "argmax", 8, ".2%"),
     ("nonfinite", "nonfin", 6, "d"),
     ("ref_nonfinite", "ref_nf", 6, "d"),
 )
 # Shown only when some output has one (psnr: an image output; ref_nf: a non-finite reference).
 OPTIONAL = ("psnr", "pixels_off_8bit", "ref_nonfinite")
 SHOWN_WHEN_ZERO = ("pixels_off_8bit",)  # 0% of pixels moved is worth reading; 0 ref_nf is not
+BOUNDED_ONLY = ("abs_p99", "argmax_agree")  # shown only when some output's bound judges them
 OUTPUT_WIDTH = 28
 
 
 def report_table(report: dict) -> str:
     outputs = [metrics for c in report["candidates"] for metrics in c["outputs"].values() if metrics]
-    columns = [c for c in COLUMNS if c[0] not in OPTIONAL
-               or any(m.get(c[0]) or (c[0] in SHOWN_WHEN_ZERO and m.get(c[0]) is not None) for m in outputs)]
+    bounded = bounded_metrics(report)
+    columns = [c for c in COLUMNS if _shown(c[0], outputs, bounded)]
     shown = unique_short_names((safe_text(o) for c in report["candidates"] for o in c["outputs"]), OUTPUT_WIDTH)
     lines = [f"    {'candidate':10} {'output':{OUTPUT_WIDTH}} "
              + " ".join(f"{h:>{w}}" for _, h, w, _ in columns) + "  verdict"]
@@ -64,6 +70,23 @@ def report_table(report: dict) -> str:
     for line in localization_lines(report.get("localization")):
         lines.append(f"    {line}")
     return "\n".join(lines) + "\n"
+
+
+def bounded_metrics(report: dict) -> set[str]:
+    """The metrics a bound is set on for some output (`bounds`: output -> {bound name: value})."""
+    from trtpipe.validate.compare import BOUNDS
+
+    metric_of = {bound: metric for metric, bound, _ in BOUNDS}
+    return {metric_of[name] for bounds in (report.get("bounds") or {}).values() for name, value in bounds.items()
+            if value is not None and name in metric_of}
+
+
+def _shown(metric: str, outputs: list[dict], bounded: set[str]) -> bool:
+    if metric in BOUNDED_ONLY:  # judged only when bounded, and then only where it applies
+        return metric in bounded and any(m.get(metric) is not None for m in outputs)
+    if metric not in OPTIONAL:
+        return True
+    return any(m.get(metric) or (metric in SHOWN_WHEN_ZERO and m.get(metric) is not None) for m in outputs)
 
 
 def failure_message(report: dict) -> str:
