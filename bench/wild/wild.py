@@ -58,6 +58,8 @@ class RunOutcome:
     casts: int | None = None
     fp32_nodes: int | None = None
     repair: str = ""  # what precision's repair did: "" (the plan passed as decided), "+N FP32, 94.1%->92.7%", "none passed"
+    repair_added: int | None = None  # FP32 nodes the repair added (None: it did not run)
+    repair_trials: int | None = None
     verdict: str = ""
     defect: bool = False
     message: str = ""
@@ -103,6 +105,7 @@ def _plan_totals(run_dir: Path, outcome: RunOutcome) -> None:
     totals = document.get("totals", {})
     repair = document.get("repair")
     if repair:
+        outcome.repair_added, outcome.repair_trials = len(repair["added_fp32"]), len(repair["trials"])
         before, after = repair["before"], repair.get("after")
         outcome.repair = (f"+{len(repair['added_fp32'])} FP32, {before['low_precision_flop_share']:.1%}->"
                           f"{after['low_precision_flop_share']:.1%}, {len(repair['trials'])} trials"

@@ -155,7 +155,9 @@ def result_figures(outcomes, models, total_seconds: float) -> dict:
         key = f"{o.model}/{o.config}"
         if o.flop_share is not None:
             figures[f"{key}.flop_share_pct"] = round(o.flop_share * 100, 2)
-        for name, value in (("casts", o.casts), ("fp32_nodes", o.fp32_nodes), ("exit", o.exit_code)):
+        for name, value in (("casts", o.casts), ("fp32_nodes", o.fp32_nodes), ("exit", o.exit_code),
+                            ("repair_added", getattr(o, "repair_added", None)),
+                            ("repair_trials", getattr(o, "repair_trials", None))):
             if value is not None:
                 figures[f"{key}.{name}"] = value
     return figures
