@@ -141,6 +141,8 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/cache/manage.py:permission_denied: cannot {} the cache {}: {} is {}'s and its permissions keep you "
+    "out ({}){}": CACHE_CMD,
     "trtpipe/runner/rundir.py:start_directory: the current directory no longer exists (it was deleted after the "
     "shell entered it); trtpipe takes relative paths, its run directory and Hydra's records from it": ENVIRONMENT,
     "trtpipe/cache/manage.py:parse_age: {} {} is not an age (units s, m, h, d, w)": CACHE_CMD,
