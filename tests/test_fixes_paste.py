@@ -141,6 +141,10 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/numerics/inputs.py:_check_declared: input {} in data.path {} declares shape {} ({}, {}) in its header, "
+    "the model expects {}: a wrong or corrupt file (nothing was loaded)": DATA_FILE,
+    "trtpipe/numerics/inputs.py:_check_declared: data.path {} is corrupt or truncated: its array {} declares shape {} "
+    "({}, {}) in its header but holds {} of data (nothing was loaded)": DATA_FILE,
     "trtpipe/cache/manage.py:permission_denied: cannot {} the cache {}: {} is {}'s and its permissions keep you "
     "out ({}){}": CACHE_CMD,
     "trtpipe/runner/rundir.py:start_directory: the current directory no longer exists (it was deleted after the "
@@ -306,7 +310,7 @@ PROSE = {
     'trtpipe/trt/profiles.py:opt_shapes: {}.{} has no opt shape (a list of sizes)': USER_VALUE,
     'trtpipe/config/output_names.py:check_output_names: {} is {}, not a mapping of output names to tolerances': USER_VALUE,
     'trtpipe/trt/profiles.py:checked_profiles: {} lacks the dynamic input(s) {}': USER_VALUE,
-    'trtpipe/trt/profiles.py:checked_profiles: {} names {}, which are not inputs of the model (its inputs: {})': USER_VALUE,
+    'trtpipe/trt/profiles.py:_refuse_unknown_inputs: {} names {}, which are not inputs of the model (its inputs: {})': USER_VALUE,
     'trtpipe/trt/runner.py:run_all: input shapes {} fit no optimization profile of the engine ({})': TENSORRT,
     'trtpipe/trt/runner.py:run_all: the engine needs the input(s) {}, which the sample inputs lack': TENSORRT,
     'trtpipe/trt/seam.py:message: {}. Fix: {}': TENSORRT,

@@ -44,15 +44,17 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
     return resolved
 
 
-def check_sample_data(data: Mapping, check_values: bool = True) -> dict[str, list[list[int]]]:
+def check_sample_data(data: Mapping, check_values: bool = True,
+                      expected: Mapping | None = None) -> dict[str, list[list[int]]]:
     """Refuse, before any stage runs the model, sample inputs that are empty or inf/NaN
     (numerics/sample_values.py), and return their shapes (`sample_shapes`); the file is read
-    here once more (stages read it again)."""
+    here once more (stages read it again). `expected`: input name -> the source model's dims, which
+    an .npz's array headers must fit before anything is read (numerics/inputs.py)."""
     from trtpipe.numerics.inputs import load_inputs
 
     allow = bool(data.get(ALLOW_KEY))
     if data.get("path"):
-        feeds = load_inputs(Path(data["path"]))
+        feeds = load_inputs(Path(data["path"]), expected=expected)
         if check_values:
             check_sample_values(feeds, allow, f"data.path {data['path']}")
         return sample_shapes(data, feeds)
