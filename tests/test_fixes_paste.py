@@ -141,6 +141,7 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/numerics/inputs.py:_check_declared: input {} in data.path {} has shape {}, the model expects {}": DATA_FILE,
     "trtpipe/numerics/inputs.py:_check_declared: input {} in data.path {} declares shape {} ({}, {}) in its header, "
     "the model expects {}: a wrong or corrupt file (nothing was loaded)": DATA_FILE,
     "trtpipe/numerics/inputs.py:_check_declared: data.path {} is corrupt or truncated: its array {} declares shape {} "

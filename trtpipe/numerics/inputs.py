@@ -285,6 +285,9 @@ def _check_npz_headers(path: Path, expected: Mapping[str, list[int | None] | Non
 def _check_declared(path: Path, name: str, shape: list[int], dtype: np.dtype, held: int,
                     expected: Mapping[str, list[int | None] | None]) -> None:
     declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if name in expected and not input_dims.fits(shape, expected[name]) and declared <= held:
+        raise UserError(f"input {name!r} in data.path {path} has shape {shape}, the model expects "
+                        f"{input_dims.shape_text(expected[name])}", "save arrays of the model's input shape")
     if name in expected and not input_dims.fits(shape, expected[name]):
         raise UserError(
             f"input {name!r} in data.path {path} declares shape {shape} ({dtype}, {_bytes(declared)}) in its "
