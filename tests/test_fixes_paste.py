@@ -144,6 +144,15 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/numerics/inputs.py:_check_declared: input {} in data.path {} has shape {}, the model expects {}": DATA_FILE,
+    "trtpipe/numerics/inputs.py:_check_declared: input {} in data.path {} declares shape {} ({}, {}) in its header, "
+    "the model expects {}: a wrong or corrupt file (nothing was loaded)": DATA_FILE,
+    "trtpipe/numerics/inputs.py:_check_declared: data.path {} is corrupt or truncated: its array {} declares shape {} "
+    "({}, {}) in its header but holds {} of data (nothing was loaded)": DATA_FILE,
+    "trtpipe/cache/manage.py:permission_denied: cannot {} the cache {}: {} is {}'s and its permissions keep you "
+    "out ({}){}": CACHE_CMD,
+    "trtpipe/runner/rundir.py:start_directory: the current directory no longer exists (it was deleted after the "
+    "shell entered it); trtpipe takes relative paths, its run directory and Hydra's records from it": ENVIRONMENT,
     "trtpipe/cache/manage.py:parse_age: {} {} is not an age (units s, m, h, d, w)": CACHE_CMD,
     "trtpipe/cache/manage.py:open_cache: {} is not a trtpipe cache (no {}, or a linked or damaged layout); "
     "trtpipe-cache manages only trtpipe's own caches": CACHE_CMD,
@@ -178,8 +187,9 @@ PROSE = {
     'trtpipe/config/check.py:config_error: recipe file {}: {}': RECIPE_FILE,
     "trtpipe/config/locate.py:_shipped_dir: trtpipe's '{}' directory was not found next to or inside {}": ENVIRONMENT,
     "trtpipe/config/locate.py:recipe_dirs: {} names '{}', which is not a directory": ENVIRONMENT,
-    "trtpipe/config/store.py:_load_recipe: recipe {} does not start with '{}'": RECIPE_FILE,
-    'trtpipe/config/store.py:_load_recipe: recipe {} is not valid YAML ({})': RECIPE_FILE,
+    "trtpipe/config/locate.py:load_recipe: recipe {} does not start with '{}'": RECIPE_FILE,
+    'trtpipe/config/locate.py:load_recipe: recipe {} is not valid YAML ({})': RECIPE_FILE,
+    'trtpipe/config/locate.py:load_recipe: recipe {} cannot be read ({})': RECIPE_FILE,
     'trtpipe/config/tolerance_check.py:check_tolerance: {} is {}, not a tolerance': USER_VALUE,
     'trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is not a tolerance key': CHOICE,
     'trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}, not a number': USER_VALUE,
@@ -311,7 +321,7 @@ PROSE = {
     'trtpipe/trt/profiles.py:opt_shapes: {}.{} has no opt shape (a list of sizes)': USER_VALUE,
     'trtpipe/config/output_names.py:check_output_names: {} is {}, not a mapping of output names to tolerances': USER_VALUE,
     'trtpipe/trt/profiles.py:checked_profiles: {} lacks the dynamic input(s) {}': USER_VALUE,
-    'trtpipe/trt/profiles.py:checked_profiles: {} names {}, which are not inputs of the model (its inputs: {})': USER_VALUE,
+    'trtpipe/trt/profiles.py:_refuse_unknown_inputs: {} names {}, which are not inputs of the model (its inputs: {})': USER_VALUE,
     'trtpipe/trt/runner.py:run_all: input shapes {} fit no optimization profile of the engine ({})': TENSORRT,
     'trtpipe/trt/runner.py:run_all: the engine needs the input(s) {}, which the sample inputs lack': TENSORRT,
     'trtpipe/trt/seam.py:message: {}. Fix: {}': TENSORRT,

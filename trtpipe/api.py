@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Sequence
 
 from trtpipe.errors import EXIT_OK, StageFailed, UserError
-from trtpipe.runner.rundir import RunDirSnapshot
+from trtpipe.runner.rundir import RunDirSnapshot, start_directory
 
 __all__ = ["RunResult", "StageResult", "PipelineFailed", "UserError", "compose", "run", "execute"]
 
@@ -86,6 +86,7 @@ def compose(overrides: Sequence[str] = ()):
     from trtpipe.config.preflight import compose_checked
     from trtpipe.config.store import register_configs
 
+    start_directory()  # Hydra records the working directory: a deleted one is a UserError, not a traceback
     with _RUN_LOCK:
         register_configs()
         return compose_checked(conf_dir(), list(overrides))
@@ -99,7 +100,7 @@ def run(overrides: Sequence[str] = (), *, run_dir: Path | None = None, start_dir
     from trtpipe.runner.run_log import run_log
 
     _refuse_hydra_overrides(overrides)
-    start = Path(start_dir or Path.cwd()).resolve()
+    start = Path(start_dir or start_directory()).resolve()
     with _RUN_LOCK:
         cfg = compose(overrides)
         if run_dir is None:

@@ -7,7 +7,10 @@ An entry a running trtpipe uses or computes is never deleted: it is skipped and 
 The cache is the one trtpipe uses: `--dir PATH` (as cache.dir=PATH), else TRTPIPE_CACHE,
 else $XDG_CACHE_HOME/trtpipe/artifacts or ~/.cache/trtpipe/artifacts.
 
-Exit codes: 0 done, 2 a user error (an unknown size or age, a folder that is not a trtpipe cache).
+A cache.dir that is a symbolic link to a cache is managed at its target.
+
+Exit codes: 0 done, 2 a user error (an unknown size or age, a folder that is not a trtpipe cache,
+a folder of another user's cache this user may not read or change).
 """
 
 from __future__ import annotations

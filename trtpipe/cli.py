@@ -88,13 +88,14 @@ def _main() -> None:
         from trtpipe.config.locate import conf_dir
         from trtpipe.config.preflight import preflight
         from trtpipe.config.store import register_configs
-        from trtpipe.runner.rundir import snapshot_from_argv
+        from trtpipe.runner.rundir import snapshot_from_argv, start_directory
 
+        start = start_directory()  # a deleted working directory: one line, exit 2, before anything
         register_configs()
         config_dir = conf_dir()
         preflight(config_dir, argv)
-        snapshot_from_argv(argv, Path.cwd())  # before Hydra creates the run directory
-        pin_cache_env(Path.cwd())  # a relative TRTPIPE_CACHE: from here, not from each job's directory
+        snapshot_from_argv(argv, start)  # before Hydra creates the run directory
+        pin_cache_env(start)  # a relative TRTPIPE_CACHE: from here, not from each job's directory
         with completion_output(argv):  # shell completion offers +recipe=, not recipe= (config/completion.py)
             code = _run_hydra(config_dir, switches)
         sys.exit(code)

@@ -84,6 +84,8 @@ def help_text() -> str:
         parts.append(f"  {directory}  ({where})")
         for path in sorted(directory.glob("*.yaml")):
             description = _recipe_description(path) or [""]
+            if index > 0:  # a user's file may not be a recipe at all (shipped ones are tested)
+                description = _unreadable(path) or description
             parts.append(f"    {path.stem:26} {description[0]}".rstrip())
             parts += [f"{'':31}{line}" for line in description[1:]]
     if len(dirs) == 1:
@@ -109,6 +111,30 @@ def _config_groups(root: Path) -> dict[str, list[str]]:
         if options:
             groups[group.name] = options
     return groups
+
+
+def _unreadable(path: Path) -> list[str]:
+    """For a user's recipe file that cannot be loaded: what `trtpipe --help` says instead of its
+    description. Decision: checked with PyYAML's safe loader, not OmegaConf (the help imports
+    neither Hydra nor OmegaConf); the rare file only OmegaConf refuses (a duplicate key) is still
+    refused, with its reason, by the run that asks for it."""
+    import yaml
+
+    from trtpipe.config.locate import GLOBAL_PACKAGE_HEADER
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        if GLOBAL_PACKAGE_HEADER not in text.splitlines()[:5]:
+            reason = f"no '{GLOBAL_PACKAGE_HEADER}' line"
+        else:
+            yaml.safe_load(text)
+            return []
+    except (OSError, UnicodeDecodeError):
+        reason = "cannot be read"
+    except yaml.YAMLError as error:
+        reason = "not valid YAML: " + " ".join(str(error).split())
+    return textwrap.wrap(f"UNREADABLE, skipped by every run ({reason}); +recipe={path.stem} says why",
+                         _WRAP_AT, break_on_hyphens=False, break_long_words=False)
 
 
 def _recipe_description(path: Path) -> list[str]:

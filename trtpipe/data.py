@@ -95,16 +95,19 @@ def with_model_ranges(data: dict, model_path: Path) -> tuple[dict, dict]:
     return {**data, "inputs": specs}, read
 
 
-def check_sample_data(data: Mapping, check_values: bool = True) -> dict[str, list[list[int]]]:
+def check_sample_data(data: Mapping, check_values: bool = True,
+                      expected: Mapping | None = None) -> dict[str, list[list[int]]]:
     """Refuse, before any stage runs the model, sample inputs that are empty or inf/NaN
     (numerics/sample_values.py), or ids outside the table they index, and return their shapes
-    (`sample_shapes`); the file is read here once more (stages read it again)."""
+    (`sample_shapes`); the file is read here once more (stages read it again). `expected`: input
+    name -> the source model's dims, which an .npz's array headers must fit before anything is read
+    (numerics/inputs.py)."""
     from trtpipe.numerics.input_ranges import check_table_indices
     from trtpipe.numerics.inputs import load_inputs
 
     allow = bool(data.get(ALLOW_KEY))
     if data.get("path"):
-        feeds = load_inputs(Path(data["path"]))
+        feeds = load_inputs(Path(data["path"]), expected=expected)
         if check_values:
             check_sample_values(feeds, allow, f"data.path {data['path']}")
             check_table_indices(feeds, data.get(TABLES_KEY) or {}, f"data.path {data['path']}")

@@ -110,10 +110,13 @@ def test_user_recipe_directory_with_inheritance(monkeypatch, tmp_path):
 
 
 def test_recipe_without_global_header_is_rejected(monkeypatch, tmp_path):
+    """Only when asked for (issue 32, item 9): other runs skip the file with a warning."""
     (tmp_path / "bad.yaml").write_text("model:\n  builtin: nafnet\n")
     monkeypatch.setenv("TRTPIPE_RECIPES", str(tmp_path))
+    register_configs()
+    assert compose("+recipe=fp32").precision.default == "fp32"
     with pytest.raises(UserError, match="@package _global_"):
-        register_configs()
+        compose("+recipe=bad")
 
 
 def test_user_recipe_env_pointing_nowhere_is_a_user_error(monkeypatch, tmp_path):

@@ -16,7 +16,13 @@ Decisions:
 - An entry is deleted only with its key lock taken exclusively without waiting: an entry
   a run is using (shared hold) or computing is skipped and counted as held, never waited for.
   Deleting renames it into a marked temporary under tmp/ first (cache_dir.discard_entry).
-- A folder that is not a trtpipe cache is refused (exit 2), never scanned or cleaned.
+- A folder that is not a trtpipe cache is refused (exit 2), never scanned or cleaned. A cache.dir
+  that is a symbolic link to a cache (the layout docs/cache.md recommends, which runs accept) is
+  managed at its target (issue 32, item 10); a link inside the cache is still refused.
+- Another user's cache (a shared folder, mode 1777): a folder this user may not read or write
+  (tmp/, entries/<stage>, an entry) is one line, exit 2, naming the folder and its owner
+  (issue 32, item 8); entries already deleted are counted in that line (each deletion is one
+  rename, so no entry is ever half deleted).
 """
 
 from __future__ import annotations
@@ -105,6 +111,8 @@ class PruneReport:
 def open_cache(root: Path) -> Path | None:
     """The cache folder to manage; None when there is none yet; exit 2 when it is not a trtpipe cache."""
     root = Path(root).expanduser().absolute()
+    if root.is_symlink():  # cache.dir linked as a whole: manage the folder it names
+        root = root.resolve()
     if not root.exists() and not root.is_symlink():
         return None
     if root.is_dir() and not any(root.iterdir()):
@@ -117,6 +125,13 @@ def open_cache(root: Path) -> Path | None:
 
 
 def scan(root: Path) -> CacheScan:
+    try:
+        return _scan(root)
+    except PermissionError as error:
+        raise permission_denied(root, error, "read") from None
+
+
+def _scan(root: Path) -> CacheScan:
     entries = []
     stages = root / "entries"
     for stage_dir in _real_dirs(stages):
@@ -137,6 +152,16 @@ def prune(root: Path, *, max_size: int | None = None, older_than: float | None =
     """Delete entries, least recently used first, until the cache is at most `max_size` bytes
     and none is older than `older_than` seconds (since its last use), or all (`everything`);
     `keep`: keys never deleted."""
+    report = PruneReport()
+    try:
+        return _prune(root, report, max_size, older_than, everything, keep, now)
+    except PermissionError as error:
+        done = f" ({len(report.removed)} entries were deleted before it)" if report.removed else " (nothing was deleted)"
+        raise permission_denied(root, error, "delete entries in", done) from None
+
+
+def _prune(root: Path, report: PruneReport, max_size: int | None, older_than: float | None, everything: bool,
+           keep: frozenset[str], now: float | None) -> PruneReport:
     remove_dead_temporaries(real_folder(root, "tmp"))  # deleting goes through tmp/ (a real folder)
     found = scan(root)
     now = time.time() if now is None else now
@@ -144,7 +169,7 @@ def prune(root: Path, *, max_size: int | None = None, older_than: float | None =
     for entry in found.entries:
         for inode in entry.files:
             holders[inode] = holders.get(inode, 0) + 1
-    total, report = found.total, PruneReport()
+    total = found.total
     for entry in found.entries:
         too_big = max_size is not None and total > max_size
         too_old = older_than is not None and now - entry.last_use > older_than
@@ -161,6 +186,31 @@ def prune(root: Path, *, max_size: int | None = None, older_than: float | None =
                 report.freed += size
     report.size_after = total
     return report
+
+
+def permission_denied(root: Path, error: PermissionError, doing: str, done: str = "") -> UserError:
+    """A folder of another user's cache this user may not read or change: the folder, its owner, the fix."""
+    where = Path(error.filename) if isinstance(error.filename, str) else root
+    if not os.path.lexists(where):  # a temporary it could not make: the folder it was to be made in
+        where = where.parent
+    owner = _owner(where) or _owner(root) or "another user"
+    return UserError(f"cannot {doing} the cache {root}: {where} is {owner}'s and its permissions keep you out "
+                     f"({os.strerror(error.errno or 0)}){done}",
+                     f"run trtpipe-cache as {owner} (the cache's owner), or ask {owner} to give you read and write "
+                     f"access to {root}, or use a cache of your own (--dir PATH)")
+
+
+def _owner(path: Path) -> str | None:
+    import pwd
+
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"user {uid}"
 
 
 def _delete_unheld(root: Path, entry: Entry) -> bool:

@@ -178,6 +178,9 @@ def _unknown_recipe(message: str) -> UserError:
     import re
 
     asked = (re.search(r"Could not find 'recipe/([^']*)'", message) or [None, "?"])[1]
+    unreadable = _unreadable_recipe(asked)
+    if unreadable is not None:  # the file is there but was skipped: say why, not "there is no recipe"
+        return unreadable
     options = _registered_recipes()
     close = closest(asked, options, n=1, cutoff=0.5)
     if close:
@@ -186,6 +189,20 @@ def _unknown_recipe(message: str) -> UserError:
                          "trtpipe --help describes them)")
     return UserError(f"there is no recipe '{asked}'",
                      f"use one of the recipes ({', '.join(options)}) or add your recipe directory to TRTPIPE_RECIPES")
+
+
+def _unreadable_recipe(name: str) -> UserError | None:
+    """The reason the recipe file `+recipe=name` selects could not be registered, if there is one."""
+    from trtpipe.config.locate import load_recipe, recipe_files
+
+    path = recipe_files().get(name)
+    if path is None:
+        return None
+    try:
+        load_recipe(path)
+    except UserError as error:
+        return error
+    return None
 
 
 def _key_error(error: OmegaConfBaseException, typed: str | None = None) -> UserError:

@@ -1,6 +1,12 @@
 """Where `conf/` and `recipes/` are: in a source checkout they sit next to the
 package; in an installed wheel they are shipped inside it (`trtpipe/conf`,
-`trtpipe/recipes`, see pyproject.toml)."""
+`trtpipe/recipes`, see pyproject.toml). And which recipe file a name selects.
+
+Decision (issue 32, item 9): a recipe file that cannot be read (not YAML, no package header,
+unreadable) fails only the run that asks for it (`+recipe=NAME`, with its own reason); every
+other run skips it with one warning naming the file, and `trtpipe --help` lists it as
+unreadable. Before, one broken file in a TRTPIPE_RECIPES folder made every run exit 2.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # Decision: user recipe directories come from an environment variable so that a
 # team can keep its recipes in its own repository without editing the package.
 USER_RECIPES_ENV = "TRTPIPE_RECIPES"
+GLOBAL_PACKAGE_HEADER = "# @package _global_"
 
 
 def _shipped_dir(name: str, marker: str) -> Path:
@@ -53,3 +60,28 @@ def recipe_dirs() -> list[Path]:
             )
         dirs.append(path)
     return dirs
+
+
+def recipe_files() -> dict[str, Path]:
+    """Recipe name -> the file `+recipe=NAME` selects (a later directory's file wins)."""
+    return {path.stem: path for directory in recipe_dirs() for path in sorted(directory.glob("*.yaml"))}
+
+
+def load_recipe(path: Path):
+    """The recipe's config (an OmegaConf node); UserError naming the file when it cannot be one."""
+    from omegaconf import OmegaConf
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"recipe {path} cannot be read ({error})",
+                        "make it a readable UTF-8 text file, or remove it from the recipe folder") from None
+    if GLOBAL_PACKAGE_HEADER not in text.splitlines()[:5]:
+        raise UserError(
+            f"recipe {path} does not start with '{GLOBAL_PACKAGE_HEADER}'",
+            "add that header line so the recipe overlays the whole config",
+        )
+    try:
+        return OmegaConf.create(text)
+    except Exception as error:  # OmegaConf raises several YAML error types
+        raise UserError(f"recipe {path} is not valid YAML ({error})", "fix the YAML syntax") from None

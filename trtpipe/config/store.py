@@ -8,17 +8,18 @@ user directory alike, and keeps `--info`, `--cfg` and shell completion working.
 
 from __future__ import annotations
 
-from pathlib import Path
+import logging
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
 
 from trtpipe.config import schema
-from trtpipe.config.locate import recipe_dirs
+from trtpipe.config.locate import load_recipe, recipe_files
 from trtpipe.errors import UserError
+from trtpipe.safe_text import safe_text
+
+log = logging.getLogger("trtpipe")
 
 RECIPE_GROUP = "recipe"
-GLOBAL_PACKAGE_HEADER = "# @package _global_"
 
 _STAGE_SCHEMAS = {
     "sanitize": schema.SanitizeConfig,
@@ -31,7 +32,9 @@ _STAGE_SCHEMAS = {
 
 
 def register_configs() -> None:
-    """Idempotent: storing the same names again replaces them."""
+    """Idempotent: storing the same names again replaces them. A recipe file that cannot be read
+    is skipped with one warning (locate.py says why); `+recipe=` of its name fails with its reason
+    (config/check.py)."""
     from trtpipe.cache.cache_home import register_cache_resolver
 
     register_cache_resolver()  # cache.dir's default: ${trtpipe.cache_home:}
@@ -39,19 +42,13 @@ def register_configs() -> None:
     store.store(name="trtpipe_schema", node=schema.TrtpipeConfig)
     for group, node in _STAGE_SCHEMAS.items():
         store.store(group=group, name="schema", node=node)
-    for directory in recipe_dirs():
-        for path in sorted(directory.glob("*.yaml")):
-            store.store(group=RECIPE_GROUP, name=path.stem, node=_load_recipe(path), package="_global_")
-
-
-def _load_recipe(path: Path):
-    text = path.read_text(encoding="utf-8")
-    if GLOBAL_PACKAGE_HEADER not in text.splitlines()[:5]:
-        raise UserError(
-            f"recipe {path} does not start with '{GLOBAL_PACKAGE_HEADER}'",
-            "add that header line so the recipe overlays the whole config",
-        )
-    try:
-        return OmegaConf.create(text)
-    except Exception as error:  # OmegaConf raises several YAML error types
-        raise UserError(f"recipe {path} is not valid YAML ({error})", "fix the YAML syntax") from error
+    for name, path in recipe_files().items():
+        try:
+            node = load_recipe(path)
+        except UserError as error:
+            store.repo.get(RECIPE_GROUP, {}).pop(f"{name}.yaml", None)  # never an earlier or stale one instead
+            reason = " ".join(error.problem.split()).replace(f"recipe {path} ", "", 1)
+            log.warning("trtpipe: warning: recipe file %s is skipped (only +recipe=%s would use it): it %s",
+                        safe_text(path), safe_text(name), safe_text(reason))
+            continue
+        store.store(group=RECIPE_GROUP, name=name, node=node, package="_global_")

@@ -33,6 +33,21 @@ def check_validate_outputs(cfg: DictConfig, stage_names: list[str], source_path:
     check_output_names("validate.outputs", unsure, outputs)
 
 
+def check_build_profiles(cfg: DictConfig, stages, source_path: Path) -> None:
+    """UserError (exit 2) naming build.profiles for a profile that does not fit the model's inputs,
+    before its opt shapes size any sample input (trt/profiles.py, check_profiles_fit)."""
+    build = cfg.get("build")
+    if build is None or not build.get("profiles"):
+        return
+    if not any(stage.name == "build" or stage.uses_data or stage.uses_data_shapes for stage in stages):
+        return
+    from trtpipe.onnxmodel.onnx_io import load_model
+    from trtpipe.trt.profiles import check_profiles_fit  # no tensorrt import
+
+    check_profiles_fit(load_model(source_path, load_external_data=False),
+                       OmegaConf.to_container(build.profiles, resolve=True))
+
+
 def check_before_sweep(cfg: DictConfig, start_dir: Path) -> None:
     """The same check for one composed config of a sweep, before any job runs (the model named by
     the config: the user's file, or the built-in one, generated in the cache as the job would)."""

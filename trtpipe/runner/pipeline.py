@@ -25,7 +25,7 @@ from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, sign
 from trtpipe.runner.source_snapshot import data_snapshot, source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
-from trtpipe.runner.output_preflight import check_validate_outputs
+from trtpipe.runner.output_preflight import check_build_profiles, check_validate_outputs
 from trtpipe.runner.stage_order import check_stage_order
 from trtpipe.safe_text import safe_text
 from trtpipe.cache.tools import tool_versions
@@ -82,6 +82,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
     check_validate_outputs(cfg, [stage.name for stage in stages], source_path)  # exit 2 before any stage
+    check_build_profiles(cfg, stages, source_path)  # before profile 0's opt shapes size the sample inputs
     source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"), is_source=True)
     manifest = RunManifest(
         config=OmegaConf.to_container(cfg, resolve=True),
@@ -117,7 +118,8 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
         if any(stage.uses_data or stage.uses_data_shapes for stage in stages):
             # empty or inf/NaN samples: exit 2 before any stage (a stage that only takes their shapes
             # does not look at the values)
-            shapes = check_sample_data(data, check_values=any(stage.uses_data for stage in stages))
+            shapes = check_sample_data(data, check_values=any(stage.uses_data for stage in stages),
+                                       expected=_source_input_dims(source.path) if data.get("path") else None)
             _check_data_in_profiles(cfg, stages, shapes, data)
             data.pop(TABLES_KEY, None)
         for stage in stages:
@@ -276,6 +278,17 @@ def _files_of(artifact: Artifact, read_from: Path) -> list[Path]:
     if read_from != artifact.path:  # a snapshot: a private folder holding the model and its data files
         return [path for path in read_from.parent.rglob("*") if path.is_file()]
     return [artifact.path]
+
+
+def _source_input_dims(source_path: Path) -> dict:
+    """The source model's inputs -> dims (weights not loaded): an .npz's headers are checked against
+    them before its arrays are read (a header declaring terabytes is a wrong file, not a memory limit)."""
+    from trtpipe.numerics.inputs import model_inputs
+    from trtpipe.onnxmodel import input_dims
+    from trtpipe.onnxmodel.onnx_io import load_model
+
+    return {value.name: input_dims.dims(value)
+            for value in model_inputs(load_model(source_path, load_external_data=False))}
 
 
 def _check_data_in_profiles(cfg: DictConfig, stages, shapes: Mapping, data: Mapping) -> None:

@@ -23,6 +23,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtpipe.errors import UserError
+
 RUN_DIR_OVERRIDE = "hydra.run.dir="
 HYDRA_DIR = ".hydra"
 _KEPT_FILE_LIMIT = 1 << 20  # a bigger file in .hydra/ is not Hydra's: left as it is, not copied
@@ -117,6 +119,21 @@ def _hydra_files(hydra_dir: Path) -> tuple[tuple[str, bytes | None], ...]:
 
 
 _taken: dict[Path, RunDirSnapshot] = {}
+
+
+def start_directory() -> Path:
+    """The directory trtpipe starts in (relative paths, the default run directory and a relative
+    cache are taken from it).
+
+    Decision (issue 32, item 7): a shell whose directory was deleted under it makes `getcwd` fail
+    even when every path given is absolute; Hydra records the working directory of every run, so
+    no run can start there. One line, exit 2, instead of a FileNotFoundError traceback."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise UserError("the current directory no longer exists (it was deleted after the shell entered it); "
+                        "trtpipe takes relative paths, its run directory and Hydra's records from it",
+                        'cd to an existing folder (cd "$HOME") and run the same command again') from None
 
 
 def snapshot_from_argv(argv: list[str], cwd: Path) -> None:
