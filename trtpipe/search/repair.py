@@ -146,7 +146,7 @@ def repair_plan(
     added = [name for name in split.searchable if name in final and name not in automatic]
     chosen = steps.trial_of[final]
     return RepairResult(
-        True, checked, _repaired_decisions(net, decisions, added, final, steps, share, ended_by), added=added,
+        True, checked, _repaired_decisions(decisions, added, final, steps, share, ended_by, origins), added=added,
         trials=steps.log, chosen=chosen, ended_by=ended_by, seconds=time.perf_counter() - start,
     )
 
@@ -249,6 +249,9 @@ def _shrink(steps: SearchSteps, net: Network, split: PlanSplit, share: FlopShare
     again: it costs no FLOPs, only Casts, and on the built-in transformer under naive_fp16 trying
     them took 28 of 31 trials to save 3 FP32 nodes. Heavy origins are tried like every heavy node:
     their FLOPs are what the repair minimises.
+    Decision: when the passing plan holds heavy nodes, one trial first asks whether every cheap node
+    FP32 passes without them: FLOPs are the objective, Casts only the tie-break. On issue 30's T5
+    (seed 3) the grown region's block-1 `wi_0` MatMul (5.9% of the FLOPs) was kept otherwise.
     Decision: the cheap nodes go back island by island (nodes joined by an edge), in topological
     order, an island that fails split in halves: a grown region is mostly needed or mostly not, and
     releasing a whole island removes its Casts. One chunk of every cheap node, split in halves, took
@@ -258,6 +261,12 @@ def _shrink(steps: SearchSteps, net: Network, split: PlanSplit, share: FlopShare
     automatic = set(split.automatic_fp32)
     added = [name for name in split.searchable if name in state and name not in automatic]
     heavy = sorted((n for n in added if share.heavy(n)), key=lambda n: (-share.flops(n), topological[n]))
+    if heavy:  # FLOPs first: could every cheap node FP32 (no FLOPs, only Casts) stand in for the heavy ones?
+        instead = (state - frozenset(heavy)) | frozenset(n for n in split.searchable if not share.heavy(n))
+        outcome = steps.trial(instead, "every cheap node FP32 instead of the heavy ones", state)
+        if outcome is not None and outcome.passed:
+            state = instead
+            added = [name for name in split.searchable if name in state and name not in automatic]
     cheap = [n for n in added if not share.heavy(n) and n not in origins]
     state, _ = steps.release(state, [heavy], "release heavy", steps.max_trials, split_by_flops=True)
     islands = _islands(split.searchable, cheap, net.neighbours)
@@ -317,8 +326,9 @@ def _budget_spent(steps: SearchSteps) -> str | None:
     return "max_trials" if steps.spent >= steps.max_trials else None
 
 
-def _repaired_decisions(net: Network, decisions: Mapping[str, Decision], added: list[str], final: frozenset[str],
-                        steps: SearchSteps, share: FlopShare, ended_by: str | None) -> dict[str, Decision]:
+def _repaired_decisions(decisions: Mapping[str, Decision], added: list[str], final: frozenset[str],
+                        steps: SearchSteps, share: FlopShare, ended_by: str | None,
+                        origins: frozenset[str]) -> dict[str, Decision]:
     result = dict(decisions)
     added_in = {}
     for trial in steps.log:
@@ -329,7 +339,9 @@ def _repaired_decisions(net: Network, decisions: Mapping[str, Decision], added: 
         failed = steps.needed_in(final, name)
         first = added_in.get(name)
         why = f"added in trial {first.trial} ({first.step})" if first else "added"
-        if failed is None:
+        if failed is None and name in origins and not share.heavy(name):
+            why += "; localisation found the error entering there (a cheap origin is kept without a trial)"
+        elif failed is None:
             why += f"; not tried alone against the final plan ({ended_by or 'budget'} reached)"
         elif failed.passed:
             why += f"; trial {failed.trial} releasing it alone passed but needed {failed.casts} Casts"
