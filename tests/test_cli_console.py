@@ -33,11 +33,16 @@ def unsqueeze_of_a_constant(path) -> str:
 
 
 def embedding(path) -> str:
-    """Gather from an 8-row table: an id of 8 or more makes ONNX Runtime log an error line."""
-    return _save(path, [helper.make_node("Gather", ["table", "ids"], ["y"], name="/embed/Gather")],
+    """Gather from an 8-row table at ids + 1: an id of 7 or more makes ONNX Runtime log an error line.
+    The offset keeps the check before any stage (sample ids against the table a Gather reads them
+    from, numerics/input_ranges.py) out of the way: it does not follow arithmetic, so ONNX Runtime
+    is the one that finds the bad index here."""
+    return _save(path, [helper.make_node("Add", ["ids", "one"], ["shifted"], name="/embed/Add"),
+                        helper.make_node("Gather", ["table", "shifted"], ["y"], name="/embed/Gather")],
                  [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 4])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2])],
-                 [numpy_helper.from_array(np.ones((8, 2), dtype=np.float32), "table")])
+                 [numpy_helper.from_array(np.ones((8, 2), dtype=np.float32), "table"),
+                  numpy_helper.from_array(np.array(1, dtype=np.int64), "one")])
 
 
 def overflow_with_long_names(path) -> str:

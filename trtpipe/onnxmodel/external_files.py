@@ -120,20 +120,35 @@ def open_checked(path: Path, where: str, hard_links_ok: bool = False, what: str 
     return fd
 
 
+_NO_LINKS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def descend_beneath(folder: int, parts: tuple[str, ...]) -> int:
+    """A read-only descriptor of `parts` below the open folder `folder`, one level at a time, none of
+    them a link (O_NOFOLLOW at each level; a FIFO opens without blocking). Raises OSError; the
+    caller closes `folder` (the descriptors of the levels between are closed here)."""
+    current = folder
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _NO_LINKS | os.O_DIRECTORY, dir_fd=current)
+            if current != folder:
+                os.close(current)
+            current = inner
+        return os.open(parts[-1], _NO_LINKS | os.O_NONBLOCK, dir_fd=current)
+    finally:
+        if current != folder:
+            os.close(current)
+
+
 def open_beneath(base_dir: Path, location: str, where: str) -> int:
     """A read-only descriptor of `location` opened one folder at a time from `base_dir`, each
     level with O_NOFOLLOW (as onnx's openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a folder
     swapped for a link after `checked_data_file` cannot lead the read elsewhere. Checked
     like `open_checked` (a regular file with one name)."""
     parts = Path(os.path.normpath(location)).parts
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    folder = os.open(base_dir, flags | os.O_DIRECTORY)
+    folder = os.open(base_dir, _NO_LINKS | os.O_DIRECTORY)
     try:
-        for part in parts[:-1]:
-            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=folder)
-            os.close(folder)
-            folder = inner
-        fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=folder)
+        fd = descend_beneath(folder, parts)
     except OSError as error:
         raise UserError(f"external data file {Path(base_dir) / location} of {where} cannot be opened "
                         f"({os.strerror(error.errno or 0)}; a symbolic link is refused)", REEXPORT) from None

@@ -132,18 +132,15 @@ def _opened(fd: int, path: Path) -> Path:
 
 def _open_beneath(run_dir: Path, parts: tuple[str, ...], name: str) -> int | None:
     """A read-only descriptor of a regular file under `run_dir`, no link followed; None if absent."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    from trtpipe.onnxmodel.external_files import descend_beneath
+
     try:
-        folder = os.open(run_dir, flags | os.O_DIRECTORY)
+        folder = os.open(run_dir, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY)
     except OSError as error:
         raise UserError(f"run directory {run_dir} cannot be read ({os.strerror(error.errno or 0)})",
                         _FILES_FIX) from None
     try:
-        for part in parts[:-1]:
-            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=folder)
-            os.close(folder)
-            folder = inner
-        fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=folder)
+        fd = descend_beneath(folder, parts)
     except FileNotFoundError:
         return None
     except OSError as error:  # ELOOP: a link; ENOTDIR: a folder on the way is a link or a file
