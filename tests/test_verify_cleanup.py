@@ -24,9 +24,8 @@ def trtpipe_verify(target: Path, *extra: str, cwd: Path, tmpdir: Path) -> subpro
                           text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("verify-cleanup")
+def small_model(path: Path) -> None:
+    """y = relu(x @ w), x [2, 4]: a model whose run and rebuild take a second (also test_verify_trust.py)."""
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["h"], name="/mm"), helper.make_node("Relu", ["h"], ["y"], name="/relu")],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
@@ -34,7 +33,13 @@ def recorded(tmp_path_factory):
         [numpy_helper.from_array(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), "w")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    onnx.save(model, str(workdir / "mm.onnx"))
+    onnx.save(model, str(path))
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("verify-cleanup")
+    small_model(workdir / "mm.onnx")
     run = run_trtpipe(workdir, "+recipe=fp32", "model.path=mm.onnx")
     assert run.code == 0, run.stdout + run.stderr
     return workdir, run

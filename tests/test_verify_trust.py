@@ -14,32 +14,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
 from tests.cli_helpers import run_trtpipe
-
-
-def trtpipe_verify(target: Path, *extra: str, cwd: Path, tmpdir: Path) -> subprocess.CompletedProcess:
-    command = [str(Path(sys.executable).with_name("trtpipe-verify")), str(target), *extra]
-    return subprocess.run(command, cwd=cwd, env={**os.environ, "TMPDIR": str(tmpdir)}, capture_output=True,
-                          text=True, timeout=300)
-
-
-def _small_model(path: Path) -> None:
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["h"], name="/mm"), helper.make_node("Relu", ["h"], ["y"], name="/relu")],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-        [numpy_helper.from_array(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
+from tests.test_verify_cleanup import small_model as _small_model, trtpipe_verify
 
 
 @pytest.fixture(scope="module")
