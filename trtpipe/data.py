@@ -45,9 +45,10 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
                 "path": None, "sha256": None}
     if data.get(ALLOW_KEY):  # only when set: the cache keys of every other run stay as they were
         resolved[ALLOW_KEY] = True
-    if data.get("path"):
-        given = Path(data["path"]).expanduser()
-        given = given if given.is_absolute() else start_dir / given
+    if isinstance(data.get("path"), (list, tuple)):
+        resolved["path"], resolved["files"] = _list_digests(data["path"], start_dir)
+    elif data.get("path") is not None and str(data["path"]):
+        given = _given(data["path"], start_dir)
         path = given.resolve()
         if path.is_dir():
             resolved["path"], resolved["files"] = str(path), _folder_digests(given, path)
@@ -59,13 +60,52 @@ def resolved_data(data: Mapping, builtin: str | None, start_dir: Path, opt_shape
     return resolved
 
 
-def _folder_digests(given: Path, folder: Path) -> dict[str, str]:
+def _given(entry, start_dir: Path) -> Path:
+    given = Path(str(entry)).expanduser()
+    return given if given.is_absolute() else start_dir / given
+
+
+def _list_digests(entries, start_dir: Path) -> tuple[list[str], dict[str, str]]:
+    """A list as data.path (issue 30, item 5): (each entry resolved, {every .npz file's absolute path:
+    sha256}), the files of each entry in the order listed (a folder's in name order).
+
+    Decisions: an entry is an .npz file or a folder of them; a Polygraphy JSON file holds its own list of
+    sets and is named by data.path on its own (mixing would give one set two formats' checks). A file
+    reached twice (listed twice, or listed and in a listed folder) is refused: it would count twice in
+    the verdict. Every refusal names the entry."""
+    if not entries:
+        raise UserError("data.path is an empty list", "name at least one .npz file or folder of .npz files in it")
+    resolved_entries, files = [], {}
+    for entry in entries:
+        given = _given(entry, start_dir)
+        path = given.resolve()
+        if path.is_dir():
+            found = _folder_digests(given, path, what="data.path entry")
+            found = {str(path / name): digest for name, digest in found.items()}
+        elif path.is_file() and path.suffix == ".npz":
+            found = {str(path): sha256_file(path)}
+        elif path.is_file():
+            raise UserError(f"data.path entry {given} is not an .npz file",
+                            "list .npz files and folders of them; a Polygraphy JSON inputs file is data.path on its own")
+        else:
+            raise UserError(f"data.path entry {given} {not_a_file(given, path)}",
+                            "list existing .npz files and folders of .npz files")
+        twice = sorted(set(found) & set(files))
+        if twice:
+            raise UserError(f"data.path entry {given} repeats the input set {twice[0]}, already reached by an "
+                            "earlier entry", "list each .npz file once (a listed folder includes its files)")
+        resolved_entries.append(str(path))
+        files.update(found)
+    return resolved_entries, files
+
+
+def _folder_digests(given: Path, folder: Path, what: str = "data.path") -> dict[str, str]:
     """Each input set of a data folder: its `.npz` file's name -> sha256 (a folder without one is exit 2)."""
     from trtpipe.numerics.inputs import npz_files
 
     files = npz_files(folder)
     if not files:
-        raise UserError(f"data.path {given} is a folder with no .npz file in it",
+        raise UserError(f"{what} {given} is a folder with no .npz file in it",
                         "save one .npz per input set in it (numpy.savez, keys = input names), or name one file")
     return {file.name: sha256_file(file) for file in files}
 
@@ -103,18 +143,40 @@ def check_sample_data(data: Mapping, check_values: bool = True,
     name -> the source model's dims, which an .npz's array headers must fit before anything is read
     (numerics/inputs.py)."""
     from trtpipe.numerics.input_ranges import check_table_indices
-    from trtpipe.numerics.inputs import load_inputs
 
     allow = bool(data.get(ALLOW_KEY))
     if data.get("path"):
-        feeds = load_inputs(Path(data["path"]), expected=expected)
-        if check_values:
-            check_sample_values(feeds, allow, f"data.path {data['path']}")
-            check_table_indices(feeds, data.get(TABLES_KEY) or {}, f"data.path {data['path']}")
+        feeds = []
+        for part, where in _sample_parts(data, expected):  # a list's values are named by their file
+            if check_values:
+                check_sample_values(part, allow, where)
+                check_table_indices(part, data.get(TABLES_KEY) or {}, where)
+            feeds += part
         return sample_shapes(data, feeds)
     if check_values:
         check_generation_specs(data.get("inputs") or {}, allow)
     return sample_shapes(data)
+
+
+def _sample_parts(data: Mapping, expected: Mapping | None):
+    """(feed dicts, where they come from) per file of a list as data.path, else one part."""
+    from trtpipe.numerics.inputs import load_inputs
+
+    if isinstance(data["path"], (list, tuple)):
+        for file in data["files"]:
+            yield load_inputs(Path(file), expected=expected), f"data.path file {file}"
+    else:
+        yield load_inputs(Path(data["path"]), expected=expected), f"data.path {data['path']}"
+
+
+def load_sample_files(data: Mapping, model=None, expected: Mapping | None = None) -> list[dict]:
+    """The feed dicts of `data.path`: its file or folder, or every file of a list, in order (each
+    file's errors name that file)."""
+    from trtpipe.numerics.inputs import load_inputs
+
+    if isinstance(data["path"], (list, tuple)):
+        return [feeds for file in data["files"] for feeds in load_inputs(Path(file), model, expected)]
+    return load_inputs(Path(data["path"]), model, expected)
 
 
 def sample_shapes(data: Mapping, feeds: list[Mapping] | None = None) -> dict[str, list[list[int]]]:
@@ -138,6 +200,8 @@ def sample_shapes(data: Mapping, feeds: list[Mapping] | None = None) -> dict[str
 
 def sample_data_place(data: Mapping) -> str:
     """Where the sample data comes from, for messages."""
+    if isinstance(data.get("path"), (list, tuple)):
+        return f"data.path, a list of {len(data['path'])} entries ({len(data['files'])} .npz input sets)"
     if data.get("files"):
         return f"data.path {data['path']} ({len(data['files'])} .npz input sets)"
     return f"data.path {data['path']}" if data.get("path") else "generated from data.inputs"
@@ -165,10 +229,10 @@ def not_a_file(given: Path, resolved: Path) -> str:
 
 def sample_feeds(model, data: Mapping) -> list[dict]:
     """The feed dicts described by a resolved data block (never empty, finite unless allowed)."""
-    from trtpipe.numerics.inputs import generate_inputs, load_inputs
+    from trtpipe.numerics.inputs import generate_inputs
 
     if data.get("path"):
-        feeds = load_inputs(Path(data["path"]), model)
+        feeds = load_sample_files(data, model)
         where = f"data.path {data['path']}"
     else:
         feeds = generate_inputs(model, data.get("inputs") or {}, data["seed"], data["iterations"])

@@ -7,7 +7,7 @@ catches them, with the full key path, before anything runs.
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from trtpipe.config.closest import closest
@@ -99,11 +99,26 @@ def _check_tolerances(cfg: DictConfig) -> None:
                         "validate.min_compared=0.5 (0 compares whatever is finite, however little)")
 
 
+def _check_data_path(data) -> None:
+    """data.path is a path or a list of paths (issue 30, item 5); a mapping or a nested list is refused
+    here, with the key, rather than failing as a path later. A scalar Hydra read as a number (a file
+    named `5`) is a path: the schema typed it str before."""
+    path = data.get("path") if data is not None else None
+    if path is None or not isinstance(path, (DictConfig, ListConfig)):
+        return
+    if isinstance(path, ListConfig) and not any(isinstance(entry, (DictConfig, ListConfig)) for entry in path):
+        return
+    raise UserError(f"data.path is {OmegaConf.to_container(path)!r}, not a path or a list of paths",
+                    "give an .npz or Polygraphy JSON file, a folder of .npz files, or a list of .npz files "
+                    "and folders, e.g. 'data.path=[a.npz,b.npz]'")
+
+
 def _check_input_specs(cfg: DictConfig) -> None:
     """Each data.inputs entry against InputSpec, with the full key."""
     from trtpipe.config.schema import InputSpec
 
     data = cfg.get("data")
+    _check_data_path(data)
     for name, spec in ((data.get("inputs") if data is not None else None) or {}).items():
         key = f"data.inputs.{name}"
         if not isinstance(spec, DictConfig):

@@ -73,8 +73,11 @@ class InputSpec:
 @dataclass
 class DataConfig:
     # Sample inputs: .npz keyed by input name, Polygraphy JSON inputs, or a folder of .npz files
-    # (one input set each, in name order; every stage that runs the model uses every set). Unset: generated.
-    path: Optional[str] = None
+    # (one input set each, in name order; every stage that runs the model uses every set), or a list of
+    # .npz files and such folders (one data set: their sets in the order listed). Unset: generated.
+    # Typed Any so a list is accepted (OmegaConf has no Union of str and list); checked by
+    # trtpipe.config.check.
+    path: Any = None
     seed: int = 0
     # Feed dicts generated per run (each stage that runs the model uses all of them).
     iterations: int = 2

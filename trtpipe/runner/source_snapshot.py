@@ -30,6 +30,9 @@ Decisions:
 - A data folder (`data.path` naming a folder of `.npz` input sets) is copied file by file into
   one private folder, each file checked against its digest in the block's `files`; a link in
   the folder is followed as `data.path` is (resolved once, then opened without following).
+- A list of `.npz` files and folders as `data.path` (issue 30, item 5) is copied the same way into
+  one private folder, each file named `<position>_<name>` so that the folder's name order is the
+  list's order: the stage reads it as a data folder, and its errors name the user's files.
 """
 
 from __future__ import annotations
@@ -62,8 +65,16 @@ def data_snapshot(data: Mapping, tmp_root: Path) -> Iterator[Mapping]:
     if not data.get("path"):
         yield data
         return
+    if isinstance(data["path"], (list, tuple)):
+        copies = {f"{position:05d}_{Path(file).name}": (Path(file), digest)
+                  for position, (file, digest) in enumerate(data["files"].items())}
+        with _files_snapshot(copies, tmp_root, "data.path's listed files") as copy:
+            yield {**data, "path": str(copy), "files": {name: digest for name, (_, digest) in copies.items()}}
+        return
     if data.get("files"):
-        with _folder_snapshot(Path(data["path"]), data["files"], tmp_root) as copy:
+        folder = Path(data["path"])
+        copies = {name: (folder / name, digest) for name, digest in data["files"].items()}
+        with _files_snapshot(copies, tmp_root, "the data.path folder's files") as copy:
             yield {**data, "path": str(copy)}
         return
     with _snapshot(Path(data["path"]), data["sha256"], tmp_root, "data.path", onnx_model=False) as copy:
@@ -71,10 +82,11 @@ def data_snapshot(data: Mapping, tmp_root: Path) -> Iterator[Mapping]:
 
 
 @contextlib.contextmanager
-def _folder_snapshot(folder: Path, digests: Mapping[str, str], tmp_root: Path) -> Iterator[Path]:
+def _files_snapshot(copies: Mapping[str, tuple[Path, str]], tmp_root: Path, what: str) -> Iterator[Path]:
+    """One private folder holding each source file as its name in `copies`, checked against its digest."""
     with disk_errors_as_user_errors(tmp_root), Temporary(tmp_root) as temporary:
-        for name, expected in digests.items():
-            source, target = folder / name, temporary.path / name
+        for name, (source, expected) in copies.items():
+            target = temporary.path / name
             _copy_checked(source, target, open_checked(source.resolve(), "this run", hard_links_ok=True,
                                                        what="data.path file"))
             digest = sha256_file(target)
@@ -82,13 +94,15 @@ def _folder_snapshot(folder: Path, digests: Mapping[str, str], tmp_root: Path) -
                 raise UserError(
                     f"data.path file {source} changed while trtpipe was reading it (sha256 {expected[:12]}… when "
                     f"the run started, {digest[:12]}… now); nothing was cached",
-                    "run again once the data.path folder's files are no longer being written",
+                    f"run again once {what} are no longer being written",
                 )
         try:
             yield temporary.path
         except UserError as error:
-            def renamed(text: str) -> str:
-                return text.replace(str(temporary.path), str(folder))
+            def renamed(text: str) -> str:  # the user's files, never the snapshot's
+                for name, (source, _) in copies.items():
+                    text = text.replace(str(temporary.path / name), str(source))
+                return text.replace(str(temporary.path), str(next(iter(copies.values()))[0].parent))
 
             raise UserError(renamed(error.problem), renamed(error.fix)) from None
 
