@@ -125,9 +125,11 @@ def token_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
-def test_an_integer_dynamic_input_gets_one_fix_with_range_and_shape_then_a_profile(workdir):
+def test_an_integer_dynamic_input_takes_its_range_and_a_sequence_shape_from_the_model(workdir):
+    """Issue 30, item 5: the range is the embedding table's, the shape [1, data.sequence_length]
+    (it took a Fix whose shape, [1, 1], was a one-token sequence)."""
     onnx.save(token_model(), str(workdir / "tokens.onnx"))
     run, errors = run_pasting_fixes(workdir, "tokens", f"model.path={workdir / 'tokens'}.onnx")
-    # the range is the embedding table's (issue 30, item 5); only the shape is asked for
-    assert "integers in [0, 30), read from the model" in run.stdout and "has dynamic dimensions" in errors[0]
-    assert len(errors) == 1 and run.statuses()["validate"] == "ran"
+    assert errors == [] and "integers in [0, 30), read from the model" in run.stdout
+    assert "input 'ids': shape [1, 128]" in run.stdout and run.statuses()["validate"] == "ran"
+    assert "--optShapes=ids:1x128" in (run.run_dir / "build" / "trtexec.txt").read_text()

@@ -70,6 +70,8 @@ PASTE = {
     "trtpipe/config/append_hint.py:append_hint: config: '{}' selects nothing: '{}' is not in the defaults list, "
     "so it is added with a leading + (+{}=...)":
         Paste(("recipe=fp32", "stages=[sanitize]"), replace=True),
+    "trtpipe/config/check.py:_check_input_specs: data.sequence_length is {}, not a length":
+        Paste(("stages=[sanitize]", "data.sequence_length=0")),
     "trtpipe/config/check.py:_key_error: config key '{}' is not a trtpipe setting":
         Paste(("stages=[sanitize]", "sanitize.fold_constans=false"), replace=True),
     "trtpipe/runner/stage_order.py:check_stage_order: 'stages' lists '{}' after '{}', an order that cannot work ({})":

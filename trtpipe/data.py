@@ -110,29 +110,44 @@ def _folder_digests(given: Path, folder: Path, what: str = "data.path") -> dict[
     return {file.name: sha256_file(file) for file in files}
 
 
-def with_model_ranges(data: dict, model_path: Path) -> tuple[dict, dict]:
+def with_model_ranges(data: dict, model_path: Path, sequence_length: int = 128) -> tuple[dict, dict, dict]:
     """Before any stage: the data block with the range the model states for each generated integer
     input that has none (numerics/input_ranges.py; the reason rides along as `from_model`, so the
-    decision is in the keys and the manifest's key material), and the table ranges that sample
-    files are checked against (`check_sample_data`). Every integer input without a range is one
-    error here. Returns (data, {input: ReadRange} of the decisions to print)."""
+    decision is in the keys and the manifest's key material), the shape the model's other inputs or
+    the defaults give each dynamic input without one (sample_dims.py; `shape_from`), and the table
+    ranges that sample files are checked against (`check_sample_data`). Every integer input without a
+    range is one error here. Returns (data, {input: ReadRange}, {input: shape line}) of the decisions
+    to print."""
     import onnx
 
     from trtpipe.numerics.input_ranges import read_ranges
     from trtpipe.numerics.inputs import integer_specs, model_inputs
+    from trtpipe.sample_dims import filled_shapes, shape_line
 
     try:
         model = onnx.load(str(model_path), load_external_data=False)
     except Exception:  # sanitize reports an unreadable model in its own words
-        return data, {}
+        return data, {}, {}
+    inputs = model_inputs(model)
     if data.get("path"):
-        names = [value.name for value in model_inputs(model)
-                 if value.type.tensor_type.elem_type in INTEGER_ELEMENT_TYPES]
-        return {**data, TABLES_KEY: read_ranges(model, names)}, {}
+        names = [value.name for value in inputs if value.type.tensor_type.elem_type in INTEGER_ELEMENT_TYPES]
+        return {**data, TABLES_KEY: read_ranges(model, names)}, {}, {}
     specs, read = integer_specs(model, data.get("inputs") or {})
     for name, found in read.items():
         specs[name] = {**specs[name], "from_model": found.reason}
-    return {**data, "inputs": specs}, read
+    tokens = [value.name for value in inputs if value.type.tensor_type.elem_type in INTEGER_ELEMENT_TYPES
+              and value.name in specs and (value.name in read or _is_stated(specs[value.name]))]
+    shaped = {}
+    by_name = {value.name: value for value in inputs}
+    for name, (shape, reasons) in filled_shapes(inputs, specs, tokens, sequence_length).items():
+        specs[name] = {**(specs.get(name) or {}), "shape": shape, "shape_from": reasons}
+        shaped[name] = shape_line(shape, reasons, by_name[name])
+    return {**data, "inputs": specs}, read, shaped
+
+
+def _is_stated(spec: Mapping) -> bool:
+    """An integer input whose range the user gave: a token input too (ids, a mask: it has a range)."""
+    return spec.get("low") is not None and spec.get("high") is not None
 
 
 def check_sample_data(data: Mapping, check_values: bool = True,

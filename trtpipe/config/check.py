@@ -119,6 +119,9 @@ def _check_input_specs(cfg: DictConfig) -> None:
 
     data = cfg.get("data")
     _check_data_path(data)
+    length = data.get("sequence_length") if data is not None else None
+    if length is not None and int(length) < 1:
+        raise UserError(f"data.sequence_length is {length}, not a length", "data.sequence_length=128")
     for name, spec in ((data.get("inputs") if data is not None else None) or {}).items():
         key = f"data.inputs.{name}"
         if not isinstance(spec, DictConfig):

@@ -89,6 +89,9 @@ class DataConfig:
     # inf/NaN in the sample inputs is refused (exit 2): positions where the reference is inf/NaN
     # cannot be compared. true: the model is meant to take them (validate.min_compared still applies).
     allow_nonfinite: bool = False
+    # The length of a generated sequence: every dynamic dim but the first of an integer input the model
+    # states a range for (token ids, masks) that no other input sizes (trtpipe/sample_dims.py).
+    sequence_length: int = 128
 
 
 @dataclass

@@ -111,10 +111,12 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
         shapes: dict = {}
         if any(stage.uses_data for stage in stages):
             # ranges of integer inputs read from the model, or one error naming every input without one
-            data, read = with_model_ranges(data, source.path)
+            data, read, shaped = with_model_ranges(data, source.path, int(cfg.data.get("sequence_length") or 128))
             for name, found in read.items():
                 log.info("  data            input %s: integers in [%d, %d), read from the model: %s",
                          safe_text(repr(name)), found.low, found.high, safe_text(found.reason))
+            for name, line in shaped.items():  # dynamic dims sized by the model's other inputs or defaults
+                log.info("  data            input %s: shape %s", safe_text(repr(name)), safe_text(line))
         if any(stage.uses_data or stage.uses_data_shapes for stage in stages):
             # empty or inf/NaN samples: exit 2 before any stage (a stage that only takes their shapes
             # does not look at the values)
