@@ -22,7 +22,7 @@ from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "14"
+    version = "15"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate (its verdict
@@ -44,6 +44,7 @@ class ValidateAccuracy(Stage):
         from trtpipe.data import sample_feeds
         from trtpipe.onnxmodel.onnx_io import load_model
         from trtpipe.graph.names.promoted_names import read_promoted_outputs
+        from trtpipe.validate.degenerate_data import degenerate_data
         from trtpipe.validate.compare import Tolerances, compare_candidate, reference_nonfinite_notes
         from trtpipe.numerics.emulator import EmulatedRunner
         from trtpipe.validate.localize import localize_results
@@ -117,6 +118,8 @@ class ValidateAccuracy(Stage):
             "passed": all(v.passed for v in verdicts),
             "candidates": [v.to_json() for v in verdicts],
             "iterations": len(feeds),
+            # Flagged, not judged: pass/fail stands (trtpipe/validate/degenerate_data.py).
+            "degenerate_data": degenerate_data(feeds, reference_model),
             "notes": notes,
             "localization": None,
             # The bounds each output was judged by (the ones set): the table shows each one's metric.
@@ -143,8 +146,9 @@ class ValidateAccuracy(Stage):
         worst = "passed" if report["passed"] else "FAILED"
         return StageOutcome(
             outputs=outputs,
-            summary=f"{', '.join(v.name + (' passed' if v.passed else ' FAILED') for v in verdicts)}"
-            f" on {len(feeds)} input set(s)" if verdicts else f"no candidate to validate ({worst})",
+            summary=(f"{', '.join(v.name + (' passed' if v.passed else ' FAILED') for v in verdicts)}"
+                     f" on {len(feeds)} input set(s)" if verdicts else f"no candidate to validate ({worst})")
+            + (f", on degenerate data: {report['degenerate_data']}" if report["degenerate_data"] else ""),
             console_file="validation.txt",
             failed=None if failed is None else failure_message(report),
         )

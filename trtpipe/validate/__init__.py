@@ -5,6 +5,7 @@
 - `localize.py`: the first node whose output goes wrong, by tensor name;
   `upstream_origins.py`: when that node is FP32, the upstream low-precision nodes whose
   rounding it amplifies, ranked by measured contribution;
+- `degenerate_data.py`: whether the sample data exercised anything (flagged in the verdict);
 - `report_table.py`: the console table; `plot.py`: `accuracy.png`.
 
 The runners and metrics themselves live in `trtpipe.numerics` (shared with `precision`).

@@ -65,6 +65,9 @@ def report_table(report: dict) -> str:
             lines.append(f"    {safe_text(candidate['name']):10} {shown[safe_text(output)]:{OUTPUT_WIDTH}} "
                          + " ".join(f"{cell:>{w}}" for cell, (_, _, w, _) in zip(cells, columns))
                          + f"  {safe_text(verdict)}")
+    if report.get("degenerate_data"):  # the verdict stands, but says little (degenerate_data.py)
+        lines.append(f"    verdict on degenerate data: {safe_text(report['degenerate_data'])}; give data.path "
+                     "(real samples) or data.inputs ranges and shapes that vary")
     for note in report.get("notes", []):
         lines.append(f"    note: {safe_text(note)}")
     for line in localization_lines(report.get("localization")):
