@@ -10,6 +10,15 @@ each (AutoCast's calibration takes such a folder). Its block then carries `files
 `.npz` file's name -> sha256, in place of the one file's `sha256`: every set's digest is in
 the keys of the stages that run the model, and adding, removing or rewriting one set re-runs
 them. A single file's block is unchanged, so the keys of every other run stay as they were.
+
+Decision (issue 30, item 5): `data.path` may be a list of `.npz` files and such folders, one data
+set. Its block's `path` is the list of resolved entries and `files` maps each file's absolute path
+to its sha256, in the order listed: the same keys as a folder's, one more data set shape. Stages read
+it as a folder (runner/source_snapshot.py copies the files in order into one private folder).
+
+Decision (issue 30, item 5): the shape of a generated dynamic input is read from the model's other
+inputs or defaults (sample_dims.py) before any stage, in `with_model_ranges`, next to the ranges:
+both are what the model states about its inputs, and both are recorded in the block.
 """
 
 from __future__ import annotations
