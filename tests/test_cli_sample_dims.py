@@ -103,3 +103,11 @@ def test_unnamed_dims_of_token_inputs_of_the_same_rank_are_the_same_tokens(workd
                         cache=workdir / "cache", run_name="unnamed_alone")
     assert alone.code == 0, alone.stdout + alone.stderr
     assert spec(alone, "input_ids")["shape"] == [1, 24] and spec(alone, "attention_mask")["shape"] == [1, 24]
+
+
+def test_a_range_the_user_gives_keeps_the_shape_the_model_states(workdir):
+    """input_ids with the user's range is still token ids (the model says so): [1, 128], not an error."""
+    run = run_trtpipe(workdir, f"model.path={workdir / 'named.onnx'}", NO_BUILD, "++data.inputs.input_ids={low:3,high:9}",
+                      cache=workdir / "cache", run_name="ranged")
+    assert run.code == 0, run.stdout + run.stderr
+    assert spec(run, "input_ids")["shape"] == [1, 128] and spec(run, "input_ids")["low"] == 3

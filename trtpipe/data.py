@@ -144,19 +144,15 @@ def with_model_ranges(data: dict, model_path: Path, sequence_length: int = 128) 
     specs, read = integer_specs(model, data.get("inputs") or {})
     for name, found in read.items():
         specs[name] = {**specs[name], "from_model": found.reason}
-    tokens = [value.name for value in inputs if value.type.tensor_type.elem_type in INTEGER_ELEMENT_TYPES
-              and value.name in specs and (value.name in read or _is_stated(specs[value.name]))]
+    # Token inputs: the integer inputs the model states a range for, whether or not the user gave one.
+    integers = [value.name for value in inputs if value.type.tensor_type.elem_type in INTEGER_ELEMENT_TYPES]
+    tokens = list(read) + [name for name in read_ranges(model, [n for n in integers if n not in read])]
     shaped = {}
     by_name = {value.name: value for value in inputs}
     for name, (shape, reasons) in filled_shapes(inputs, specs, tokens, sequence_length).items():
         specs[name] = {**(specs.get(name) or {}), "shape": shape, "shape_from": reasons}
         shaped[name] = shape_line(shape, reasons, by_name[name])
     return {**data, "inputs": specs}, read, shaped
-
-
-def _is_stated(spec: Mapping) -> bool:
-    """An integer input whose range the user gave: a token input too (ids, a mask: it has a range)."""
-    return spec.get("low") is not None and spec.get("high") is not None
 
 
 def check_sample_data(data: Mapping, check_values: bool = True,
