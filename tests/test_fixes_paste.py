@@ -43,6 +43,7 @@ CACHE_CMD = ("a trtpipe-cache error: its Fix names trtpipe-cache's own command l
              "(tests/test_cache_manage.py runs them)")
 LIVE_HOLDER = ("another process is computing the same entry and still holds its lock: the Fix is to wait for it "
                "or stop it (cache.lock_timeout=N only waits longer; provoking it needs a second live process)")
+INSPECT = "a trtpipe-inspect error: the Fix asks for the path of an ONNX file, which only the user knows"
 GENERIC = ("the last resort for an error Hydra reports in its own words, after every specific message "
            "(the exact override with +, a misspelled key) was tried")
 
@@ -326,6 +327,7 @@ PROSE = {
     'trtpipe/trt/runner.py:run_all: the engine needs the input(s) {}, which the sample inputs lack': TENSORRT,
     'trtpipe/trt/seam.py:message: {}. Fix: {}': TENSORRT,
     'trtpipe/validate/compare.py:from_mapping: unknown tolerance key(s) {} in {}': CHOICE,
+    'trtpipe/inspect_model/command.py:_load: <error.problem>': INSPECT,
     'trtpipe/verify.py:_check_model_path: {} {} does not exist': VERIFY,
     'trtpipe/verify.py:_check_model_path: {} {} cannot be read ({})': VERIFY,
     'trtpipe/verify.py:_check_model_path: {} {} is a symbolic link to nothing': VERIFY,
