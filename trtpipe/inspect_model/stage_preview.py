@@ -24,8 +24,7 @@ import logging
 
 import onnx
 
-from trtpipe.graph.fold.fold_check import NEVER_FOLDED
-from trtpipe.graph.fold.fast_fold import RANDOM_OPS
+from trtpipe.graph.fold.fold_check import NEVER_FOLDED, RANDOM_OPS
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 
 LAYERNORM_OPSET = 17  # graph/layernorm/layernorm_fusion.py's MIN_OPSET, graph/upgrade.py's DEFAULT_TARGET
