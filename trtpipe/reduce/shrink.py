@@ -120,12 +120,13 @@ class Reducer:
                 return None
             inputs[name] = value
         self.trials += 1
-        model = window_model(self.run.candidate, positions, inputs, end, self.precisions.get(end, "fp32"))
+        reference = self.reference_value(end)
+        model = window_model(self.run.candidate, positions, inputs, end, self.precisions.get(end, "fp32"),
+                             list(reference.shape))
         try:
             produced = EmulatedRunner(model).run(inputs)[end]
         except Exception:  # noqa: BLE001 - a window ONNX Runtime refuses is not a reproduction
             return None
-        reference = self.reference_value(end)
         metrics = output_metrics(reference, produced)
         broken = self.run.fails_the_same_way(metrics)
         if broken is None:

@@ -61,8 +61,9 @@ def window_nodes(nodes: list[onnx.NodeProto], producer: Mapping[str, int], outpu
 
 
 def window_model(candidate: onnx.ModelProto, positions: Iterable[int], inputs: Mapping[str, np.ndarray],
-                 output: str, output_precision: str, name: str = "reduced") -> onnx.ModelProto:
-    """The window as a model: `inputs` (name -> typed array) its graph inputs, `output` its one output."""
+                 output: str, output_precision: str, output_shape: list[int], name: str = "reduced") -> onnx.ModelProto:
+    """The window as a model: `inputs` (name -> typed array) its graph inputs, `output` its one output
+    (of the shape the reference computed for it: the window is for these inputs)."""
     nodes = [candidate.graph.node[p] for p in positions]
     initializers = {t.name: t for t in candidate.graph.initializer}
     read = {name for node in nodes for name in node_reads(node)}
@@ -70,7 +71,8 @@ def window_model(candidate: onnx.ModelProto, positions: Iterable[int], inputs: M
         [_copy(node) for node in nodes], name,
         [helper.make_tensor_value_info(key, helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape))
          for key, value in inputs.items()],
-        [helper.make_tensor_value_info(output, PRECISION_TYPES.get(output_precision, onnx.TensorProto.FLOAT), None)],
+        [helper.make_tensor_value_info(output, PRECISION_TYPES.get(output_precision, onnx.TensorProto.FLOAT),
+                                       list(output_shape))],
         initializer=[_copy(initializers[key]) for key in sorted(read) if key in initializers])
     model = helper.make_model(graph, ir_version=candidate.ir_version, opset_imports=list(candidate.opset_import),
                               producer_name="trtpipe-reduce")
