@@ -33,6 +33,8 @@ def test_trtpipe_inspect_prints_the_report_and_writes_nothing(workdir):
     assert "trtpipe-inspect: m.onnx" in done.stdout and "com.example.Mystery" in done.stdout
     assert "what the stages would do (defaults; nothing runs)" in done.stdout
     assert _files(workdir) == before  # no cache, no outputs/, no run directory
+    listed = run_command(workdir, "--help")
+    assert "trtpipe inspect MODEL" in listed.stdout and "trtpipe reduce RUN_DIR" in listed.stdout
 
 
 def test_json_is_the_report(workdir):

@@ -1,12 +1,10 @@
 """The console lines of `trtpipe-inspect` from its report (the same dict `--json` prints).
 
-Decision: the op histogram is printed in full (most frequent first) on one wrapped paragraph,
+Decision: the op histogram is printed in full (most frequent first), wrapped between items,
 like Polygraphy's op summary; finding lists are capped (`SHOWN`) with the count always complete.
 """
 
 from __future__ import annotations
-
-import textwrap
 
 SHOWN = 5
 
@@ -32,11 +30,10 @@ def report_lines(report: dict) -> list[str]:
     lines += [_value(entry) for entry in model["inputs"]]
     lines.append(f"  outputs ({len(model['outputs'])}):")
     lines += [_value(entry) for entry in model["outputs"]]
-    histogram = ", ".join(f"{op} {n}" for op, n in model["op_histogram"].items())
     inner = model["nodes_with_subgraphs"] - model["nodes"]
     lines.append(f"  nodes: {model['nodes']}" + (f" (+{inner} in subgraphs)" if inner else "")
                  + f", {len(model['op_histogram'])} op types:")
-    lines += textwrap.wrap(histogram, width=100, initial_indent="    ", subsequent_indent="    ")
+    lines += _wrapped([f"{op} {n}" for op, n in model["op_histogram"].items()])
     weights = model["weights"]
     external = "; ".join(f"{name}: {e['tensors']} tensors, {_mb(e['bytes'])}"
                          for name, e in weights["external_files"].items())
@@ -51,6 +48,17 @@ def report_lines(report: dict) -> list[str]:
     lines.append("  authored precision: " + _authored(model["authored"]))
     lines += _stage_lines(report)
     return lines
+
+
+def _wrapped(items: list[str], width: int = 100) -> list[str]:
+    """Comma-separated items on lines of at most `width` columns, never splitting an item ("If 1")."""
+    lines = ["    "]
+    for item in items:
+        if len(lines[-1]) > 4 and len(lines[-1]) + len(item) + 2 > width:
+            lines.append("    ")
+        lines[-1] += ("" if len(lines[-1]) == 4 else " ") + item + ","
+    lines[-1] = lines[-1].rstrip(",")
+    return [line.rstrip() for line in lines]
 
 
 def _authored(authored: dict) -> str:
@@ -97,8 +105,8 @@ def _stage_lines(report: dict) -> list[str]:
     lines.append("    precision      sample inputs without data.path: floats from [0, 1)"
                  + "".join(f"; {name} integers in [{r['low']}, {r['high']})" for name, r in ranges.items()))
     lines += [f"                   {name}: {r['reason']}" for name, r in ranges.items()]
-    lines.append("                   needs " + "; ".join(needs) if needs else
-                 "                   needs nothing more: every input can be drawn")
+    lines += [f"                   needs {need}" for need in needs] or [
+        "                   needs nothing more: every input can be drawn"]
     findings = parser["findings"]
     verdict = (f"{len(parser['errors'])} op(s) the parser cannot import, {len(parser['warnings'])} warning(s)"
                if findings else "every op has an importer")
