@@ -24,6 +24,8 @@ def _model(low: bool) -> onnx.ModelProto:
     nodes = [helper.make_node("Cast", ["x"], ["x_low"], name="x/cast", to=FP16)] if low else []
     x = "x_low" if low else "x"
     nodes += [
+        # A mask-like constant saturated in FP16 (-3.4e38 -> -65504): off by 100%, read by no output.
+        helper.make_node("Mul", [x, "minus_big"], ["m"], name="mask_scale"),
         helper.make_node("Mul", [x, "gain"], ["a"], name="scale"),
         helper.make_node("Pow", ["a", "two"], ["p"], name="square"),
         helper.make_node("ReduceMean", ["p"], ["v"], name="variance", axes=[-1], keepdims=1),
@@ -34,7 +36,8 @@ def _model(low: bool) -> onnx.ModelProto:
     ]
     if low:
         nodes.append(helper.make_node("Cast", ["y_low"], ["y"], name="y/cast", to=FP32))
-    weights = [numpy_helper.from_array(np.array(300.0, dtype), "gain"), numpy_helper.from_array(np.array(2.0, dtype), "two")]
+    weights = [numpy_helper.from_array(np.array(300.0, dtype), "gain"), numpy_helper.from_array(np.array(2.0, dtype), "two"),
+               numpy_helper.from_array(np.array(-65504.0 if low else -3.4e38, dtype), "minus_big")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", FP32, [1, 64])],
                               [helper.make_tensor_value_info("y", FP32, [1, 64])], initializer=weights)
     return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
@@ -46,7 +49,7 @@ def failing():
     feeds = {"x": np.random.RandomState(0).uniform(-1, 1, (1, 64)).astype(np.float32)}
     tolerance = Tolerance(rel_l2=0.014, cosine_min=0.9999)
     return FailingRun(run_dir=None, reference=reference, candidate=candidate, feeds=feeds, output="y",
-                      tolerance=tolerance, bound="rel_l2", output_bounds=["rel_l2", "cosine_min"], origins=[],
+                      tolerance=tolerance, bound="rel_l2", output_bounds=["rel_l2", "cosine_min"], origins=["square"],
                       nonfinite=False)
 
 
@@ -69,6 +72,17 @@ def test_a_failure_of_another_kind_is_not_a_reproduction(failing):
     assert "p" not in reducer._ends() and "n" in reducer._ends()
     nonfinite_run = replace(failing, nonfinite=True, bound="nonfinite")
     assert [n["op_type"] for n in Reducer(nonfinite_run).reduce().nodes] == ["Pow"]
+
+
+def test_ends_start_from_localisation_origins(failing):
+    """The saturated mask breaks rel_l2 first in graph order but is not why the output fails; localisation
+    names the origin (`square`), and the search starts there. Without origins it would reduce to the mask."""
+    from dataclasses import replace
+
+    assert Reducer(failing)._ends()[0] == "n"
+    unanchored = Reducer(replace(failing, origins=[]))
+    assert unanchored._ends()[0] == "m"
+    assert [n["op_type"] for n in unanchored.reduce().nodes] == ["Mul"]
 
 
 def test_broken_bounds_agree_with_validate_judge():

@@ -8,10 +8,13 @@ failing output's tolerance, the same way (failing_run.FailingRun.fails_the_same_
 so a window that fails, fails by its own nodes.
 
 Steps (each decision and its reason):
-1. Ends, in graph order: the tensors of the full emulated run that break the bound against the
-   reference (the failing graph output is one of them, last or not). The earliest end is tried
-   first: the nearest place the failure shows (for an overflow, the tensor after the op that
-   overflows; localisation's origins come before it).
+1. Ends: the tensors of the full emulated run that break the bound that way against the reference
+   (the failing graph output is one of them). They are tried from localisation's origins on (the
+   run's validation.json, where error enters the graph): first the ends downstream of the first
+   origin, nearest first, then of the next origin, then any other end. Why anchored: an
+   intermediate can break the bound without being why the output fails (the built-in
+   transformer's attention-mask Mul, -3.4e38 saturated to FP16's -65504: off by 100%, and harmless
+   after the Softmax, which localisation knows and the bound alone does not).
 2. For an end, windows grow backwards from its producer: the ancestors of the end at or after
    position k, for k over the ancestors' positions from the latest down (so each trial adds one
    node). The first window that breaks the bound is the smallest such suffix. A window whose cut
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtpipe.reduce.failing_run import FailingRun
-from trtpipe.reduce.subgraph import window_model, window_nodes
+from trtpipe.reduce.subgraph import node_reads, window_model, window_nodes
 
 MAX_ENDS = 12
 
@@ -103,8 +106,27 @@ class Reducer:
                         or self.run.fails_the_same_way(output_metrics(ref, cand)) is None):
                     continue
                 ends.append(out)
-        outputs = [end for end in ends if end == self.run.output]
-        return [end for end in ends if end != self.run.output][:MAX_ENDS - 1] + (outputs or [self.run.output])
+        return _anchored(ends, self._origin_descendants(), self.producer, self.run.output)
+
+    def _origin_descendants(self) -> list[set[int]]:
+        """For each localisation origin (a candidate node name), the positions of it and every node downstream."""
+        by_name = {node.name: i for i, node in enumerate(self.nodes) if node.name}
+        readers: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for name in node_reads(node):
+                readers.setdefault(name, []).append(i)
+        found = []
+        for origin in self.run.origins:
+            if origin not in by_name:
+                continue
+            reached, stack = set(), [by_name[origin]]
+            while stack:
+                position = stack.pop()
+                if position not in reached:
+                    reached.add(position)
+                    stack.extend(r for out in self.nodes[position].output for r in readers.get(out, ()))
+            found.append(reached)
+        return found
 
     def _try(self, end: str, allowed: set[int]) -> Reduced | None:
         from trtpipe.numerics.emulator import EmulatedRunner
@@ -165,6 +187,17 @@ class Reducer:
                 found, kept = smaller, set(smaller.positions)
         found.trials = self.trials
         return found
+
+
+def _anchored(ends: list[str], regions: list[set[int]], producer: dict[str, int], output: str) -> list[str]:
+    """`ends` (graph order) ordered by the first origin region holding their producer, the rest after;
+    at most MAX_ENDS, the failing graph output always among them (the whole model is the last resort)."""
+    ordered: list[str] = []
+    for region in regions:
+        ordered += [end for end in ends if producer[end] in region and end not in ordered]
+    ordered += [end for end in ends if end not in ordered]
+    chosen = [end for end in ordered if end != output][:MAX_ENDS - 1]
+    return chosen + [output]
 
 
 def _json_metrics(metrics) -> dict:
