@@ -43,6 +43,9 @@ CACHE_CMD = ("a trtpipe-cache error: its Fix names trtpipe-cache's own command l
              "(tests/test_cache_manage.py runs them)")
 LIVE_HOLDER = ("another process is computing the same entry and still holds its lock: the Fix is to wait for it "
                "or stop it (cache.lock_timeout=N only waits longer; provoking it needs a second live process)")
+INSPECT = "a trtpipe-inspect error: the Fix asks for the path of an ONNX file, which only the user knows"
+REDUCE = ("a trtpipe-reduce error: its Fix names trtpipe-reduce's own command line (another --output, a failed "
+          "run's directory) or trtpipe-verify (tests/reduce/test_reduce_command.py runs them)")
 GENERIC = ("the last resort for an error Hydra reports in its own words, after every specific message "
            "(the exact override with +, a misspelled key) was tried")
 
@@ -334,6 +337,17 @@ PROSE = {
     'trtpipe/trt/runner.py:run_all: the engine needs the input(s) {}, which the sample inputs lack': TENSORRT,
     'trtpipe/trt/seam.py:message: {}. Fix: {}': TENSORRT,
     'trtpipe/validate/compare.py:from_mapping: unknown tolerance key(s) {} in {}': CHOICE,
+    'trtpipe/inspect_model/command.py:_load: <error.problem>': INSPECT,
+    'trtpipe/reduce/command.py:reduce_run: {} already exists and is not an empty folder': REDUCE,
+    'trtpipe/reduce/failing_run.py:read_failing_run: {} is not a trtpipe run directory (no manifest.json in it)': REDUCE,
+    'trtpipe/reduce/failing_run.py:read_failing_run: run {} has no validation report to reduce (its validate stage '
+    'did not run)': REDUCE,
+    'trtpipe/reduce/failing_run.py:read_failing_run: run {} did not fail validation on the emulated candidate: '
+    'nothing to reduce': REDUCE,
+    'trtpipe/reduce/failing_run.py:read_failing_run: run {}: no output of the emulated candidate breaks a bound when '
+    'run again here': REDUCE,
+    'trtpipe/reduce/failing_run.py:_path_of_digest: run {} lacks the model file its validate stage read (sha256 {}…)':
+        REDUCE,
     'trtpipe/verify.py:_check_model_path: {} {} does not exist': VERIFY,
     'trtpipe/verify.py:_check_model_path: {} {} cannot be read ({})': VERIFY,
     'trtpipe/verify.py:_check_model_path: {} {} is a symbolic link to nothing': VERIFY,

@@ -19,8 +19,8 @@ Decisions:
   a single run composes its config once (single_run.py).
 - `--quiet` adds `++hydra.hydra_logging.root.level=WARNING`: `++`, so it also works when
   the chosen hydra_logging has no root level (hydra/hydra_logging=none).
-- `trtpipe verify ...` and `trtpipe cache ...` are `trtpipe-verify ...` and `trtpipe-cache ...`
-  (issue 33 item 3): the first word is handed to that command's `main` with the rest of argv,
+- `trtpipe verify ...`, `trtpipe cache ...`, `trtpipe inspect ...` and `trtpipe reduce ...` are
+  `trtpipe-verify ...`, `trtpipe-cache ...`, `trtpipe-inspect ...` and `trtpipe-reduce ...` (issue 33 item 3): the first word is handed to that command's `main` with the rest of argv,
   untouched (their own `--json`, `--help`). Delegating rather than refusing with "the command is
   trtpipe-verify": users type the subcommand form (git, pip, docker taught them), and a bare word
   is never a Hydra override (an override has `=`, a flag starts with `-`), so no run of today
@@ -44,7 +44,8 @@ OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "
 
 
 # `trtpipe WORD ...` -> the command of that name, as "module:function" (imported only when asked).
-SUBCOMMANDS = {"verify": "trtpipe.verify:main", "cache": "trtpipe.cache_cli:main"}
+SUBCOMMANDS = {"verify": "trtpipe.verify:main", "cache": "trtpipe.cache_cli:main",
+               "inspect": "trtpipe.inspect_model.command:main", "reduce": "trtpipe.reduce.command:main"}
 
 
 def main() -> None:

@@ -39,6 +39,8 @@ Usage: trtpipe [+recipe=NAME] [key=value ...] [--json] [--quiet] [--verbose]
        trtpipe --cfg job [overrides]     print the composed config (every setting)
        trtpipe verify RUN_DIR            rebuild a run and compare it (trtpipe-verify --help)
        trtpipe cache info|prune|clear    the artifact cache (trtpipe-cache --help)
+       trtpipe inspect MODEL             a model and what the stages would do (trtpipe-inspect --help)
+       trtpipe reduce RUN_DIR            a failed run's smallest failing subgraph (trtpipe-reduce --help)
        trtpipe --version | --help | --hydra-help"""
 
 _FOOTER = """\

@@ -65,7 +65,7 @@ from onnx import TensorProto, helper
 from trtpipe.errors import is_out_of_memory
 from trtpipe.onnxmodel import value_info
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
-from trtpipe.graph.fold.fold_check import CAST_ELISION_OPS, NEVER_FOLDED
+from trtpipe.graph.fold.fold_check import CAST_ELISION_OPS, NEVER_FOLDED, RANDOM_OPS
 from trtpipe.graph.fold.growth import GrowthRule, Unfolded, tensor_bytes
 from trtpipe.graph.onnx_gs.gs_export import (GS_SIZED_TYPES, VALUE_FIELDS, OutOfScope, ValueInfos, check_node,
                                      exported_model, exported_node, repeat_side_effects, require, tensor_order)
@@ -79,8 +79,6 @@ ENABLED = True
 
 # Op types graphsurgeon's folding looks at by name whatever their domain.
 GS_SPECIAL_OPS = frozenset({"Constant", "Shape", "Gather", "Slice", "Cast", "If"}) | NEVER_FOLDED | CAST_ELISION_OPS
-RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-                        "Bernoulli"})
 # What graphsurgeon's fold_shape_gather/fold_shape_slice raise on the values they index and slice with.
 GS_SHAPE_FOLDING_ERRORS = (IndexError, TypeError, ValueError, OverflowError)
 FLOAT_TO = 1  # Cast's `to` for FLOAT, as graphsurgeon's cast elision compares it

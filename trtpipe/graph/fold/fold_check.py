@@ -44,6 +44,10 @@ from trtpipe.onnxmodel.weights_on_disk import is_on_disk
 from trtpipe.onnxmodel.subgraphs import has_body
 
 NEVER_FOLDED = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+# Ops whose values are drawn at run time: fast_fold.py refuses to fold them (here, not there, so that
+# trtpipe-inspect's preview reads the rule without importing the folding pass and its dependencies).
+RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                        "Bernoulli"})
 CAST_ELISION_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Greater", "Less", "Concat"})
 # Constant is lowered; the standard ops with bodies (If, Loop, Scan, SequenceMap) are folded and
 # flattened recursively, which is not analysed here. Checking the op type rather than every

@@ -1,0 +1,5 @@
+"""`python -m trtpipe.reduce RUN_DIR`: the `trtpipe-reduce` command without its console script."""
+
+from trtpipe.reduce.command import main
+
+main()
