@@ -82,6 +82,10 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
     check_validate_outputs(cfg, [stage.name for stage in stages], source_path)  # exit 2 before any stage
+    if "validate" in [stage.name for stage in stages] and cfg.validate.get("float_model"):
+        from trtpipe.validate.float_model import checked_float_model
+
+        checked_float_model(cfg.validate.float_model, source_path, start_dir)  # exit 2 before any stage
     check_build_profiles(cfg, stages, source_path)  # before profile 0's opt shapes size the sample inputs
     source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"), is_source=True)
     manifest = RunManifest(
