@@ -85,7 +85,9 @@ def test_float_model_gives_what_quantization_costs_and_what_fp16_adds(with_float
     # Quantization costs something; the verdict (candidate vs QDQ) is another, smaller number.
     assert cost > 0 and together > 0 and verdict < cost
     codes = quantized["codes"]
-    assert codes["types"] == ["int8"] and codes["tensors"] == 6 and 0 < codes["differ"] < codes["compared"]
+    quantizers = [n for n in onnx.load(str(workdir / "qdq.onnx")).graph.node if n.op_type == "QuantizeLinear"]
+    assert codes["types"] == ["int8"] and codes["tensors"] == len(quantizers) > 0  # every activation Q's codes
+    assert 0 < codes["differ"] < codes["compared"]
     assert codes["share"] == pytest.approx(codes["differ"] / codes["compared"])
     out = run.stdout
     assert "note: the reference is the model as given to validate, its Q/DQ included" in out

@@ -83,7 +83,7 @@ def qdq_model(kind: str = "int8", opset: int = 19, ort_bias: bool = False) -> on
 
 def ort_quantized_pair(directory) -> tuple:
     """(float model, its QDQ model) written in `directory` by ONNX Runtime's own `quantize_static`
-    (QDQ format, per-channel, INT8), so the bias DequantizeLinears are exactly what it writes: INT32
+    (QDQ format, per-channel, symmetric INT8), so the bias DequantizeLinears are exactly what it writes: INT32
     codes with INT32 zero points, per axis 0, feeding Conv input 2 and Gemm input 2.
 
     x [1, 3, 16, 16] -> Conv+Relu -> Conv+Relu -> GlobalAveragePool -> Flatten -> Gemm -> y [1, 10]; opset 17.
@@ -121,6 +121,8 @@ def ort_quantized_pair(directory) -> tuple:
         def get_next(self):
             return next(self.feeds, None)
 
+    # Symmetric, as issue 31 quantized with ONNX Runtime: TensorRT's INT8 needs zero points 0.
     quantize_static(str(float_path), str(qdq_path), Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
     return float_path, qdq_path

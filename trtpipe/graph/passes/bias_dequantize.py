@@ -5,7 +5,10 @@ INT32 codes read through a DequantizeLinear whose scale is input scale x weight 
 has no INT32 DequantizeLinear: TensorRT-RTX 1.7.1 then lowers *every* Q/DQ of the model to FP32
 constants (measured on ResNet-18 quantized by ONNX Runtime, issue 31: 840
 `__trt_rtx_qdq_lowered_...` entries, its 20 convs float x float, a 49 MB engine instead of
-14 MB). The same model with those bias DQs folded into FP32 constants built INT8 again. The
+14 MB). The same model with those bias DQs folded into FP32 constants built INT8 again. Measured
+again on a two-Conv + Gemm model (tests/test_rtx_oracle_bias_dequantize.py): its build imports the
+bias and the weight DQs as FP32 constants (`..._w_DequantizeLinear_Output_folded_constant`); folded,
+none, and every weight DQ reaches the parser as a node reading INT8 codes. The
 bias of a quantized Conv is FP32 in TensorRT's own explicit-quantization form (and in ModelOpt's).
 
 What we change. A main-graph, default-domain DequantizeLinear is folded when:
