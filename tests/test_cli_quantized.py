@@ -51,6 +51,10 @@ def test_fp8_qdq_model_gets_a_verdict(workdir, name, recipe):
     emulated = next(c for c in report["candidates"] if c["name"] == "emulated")
     assert emulated["outputs"]["y"]["nonfinite"] == 0
     assert report["passed"] == (run.code == 0)
+    # The share of FP8 codes that differ is reported (compared by their bits; a step has no one size).
+    codes = report["quantized"]["codes"]
+    assert codes["types"] == ["float8e4m3fn"] and codes["compared"] > 0 and codes["max_step"] is None
+    assert "float8e4m3fn codes" in run.stdout and "fake-quant" in run.stdout
     # The codes stay float8 in the written model: the quantizer's Q outputs are not the plan's to retype.
     written = onnx.load(str(_artifact(run, "precision", "model")))
     zero_points = [t for t in written.graph.initializer if t.name.endswith("_zp")]
