@@ -95,7 +95,7 @@ from trtpipe.graph.onnx_gs.gs_bridge import graph_from_model, model_from_graph, 
 from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted
 from trtpipe.onnxmodel.onnx_io import load_model, save_model
 from trtpipe.graph.names.node_names import make_node_names_unique
-from trtpipe.graph.passes.bias_dequantize import REASON as BIAS_REASON, fold_bias_dequantize
+from trtpipe.graph.passes.bias_dequantize import bias_dequantize_pass
 from trtpipe.graph.passes.noop_casts import remove_noop_casts
 from trtpipe.graph.passes.opset import default_opset
 from trtpipe.graph.passes.reshape_allowzero import make_reshape_allowzero_explicit
@@ -256,16 +256,6 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         result = remove_noop_casts(model, trust_value_info=infer)
         return model, {"noop_casts_removed": result["removed"], "noop_casts_kept": result["kept"]}
 
-    def bias_dequantize(model):
-        result, facts = fold_bias_dequantize(model)
-        folded = facts["folded"]
-        if folded:
-            # The stage line names them; the log has every one (a ResNet has one per conv).
-            logger.info("sanitize: %d INT32 bias DequantizeLinear folded to FP32 constants (%s): %s", len(folded),
-                        ", ".join(entry["node"] or entry["output"] for entry in folded), BIAS_REASON)
-        return result, {"bias_dequantize_folded": folded, "bias_dequantize_kept": facts["kept"],
-                        **({"bias_dequantize_reason": BIAS_REASON} if folded else {})}
-
     def allowzero(model):
         return model, {"reshape_allowzero_made_explicit": make_reshape_allowzero_explicit(model, default_opset(model))}
 
@@ -282,7 +272,7 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         # After folding (a bias computed from constants is an initializer by then; folding never
         # evaluates a DequantizeLinear, fold_check.NEVER_FOLDED) and before the refresh, which
         # drops the value_info of the DQ outputs this pass turns into initializers.
-        passes.append(GraphPass("INT32 bias DequantizeLinear folding", bias_dequantize))
+        passes.append(GraphPass("INT32 bias DequantizeLinear folding", bias_dequantize_pass))
     passes.append(GraphPass("value_info refresh", refreshed, in_place=True))
     if options["remove_noop_casts"]:
         # After the refresh: the types it reads are those of the final graph (folding may have

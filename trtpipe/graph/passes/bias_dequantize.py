@@ -39,6 +39,8 @@ Decisions (each with its reason):
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
@@ -47,6 +49,8 @@ from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.onnxmodel.model_parts import model_without_initializers
 from trtpipe.onnxmodel.weights_on_disk import tensor_array
 
+logger = logging.getLogger(__name__)
+
 DEQUANTIZE = "DequantizeLinear"
 BIAS_READERS = frozenset({"Conv", "Gemm"})
 BIAS_INPUT = 2
@@ -54,6 +58,19 @@ BIAS_INPUT = 2
 REASON = ("an INT32 DequantizeLinear feeding a Conv/Gemm bias made TensorRT-RTX 1.7.1 lower every Q/DQ of "
           "the model to FP32 (issue 31: ResNet-18 from ONNX Runtime built float x float); folded to the FP32 "
           "bias ONNX Runtime's DequantizeLinear computes")
+
+
+def bias_dequantize_pass(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+    """The sanitize pass (undoable_passes.GraphPass): the folded model and the report's facts
+    (`bias_dequantize_folded`, `bias_dequantize_kept`, and `bias_dequantize_reason` when any was folded)."""
+    result, facts = fold_bias_dequantize(model)
+    folded = facts["folded"]
+    if folded:
+        # The stage line names the first few; the log has every one (a ResNet has one per conv).
+        logger.info("sanitize: %d INT32 bias DequantizeLinear folded to FP32 constants (%s): %s", len(folded),
+                    ", ".join(entry["node"] or entry["output"] for entry in folded), REASON)
+    return result, {"bias_dequantize_folded": folded, "bias_dequantize_kept": facts["kept"],
+                    **({"bias_dequantize_reason": REASON} if folded else {})}
 
 
 def fold_bias_dequantize(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
