@@ -45,7 +45,7 @@ class SanitizeModel(Stage):
             # Named and explained on the line: the model's engine stays quantized because of it (bias_dequantize.py).
             summary += f"; {len(biases)} INT32 bias DequantizeLinear folded to FP32 (" + ", ".join(
                 entry["node"] or entry["output"] for entry in biases[:3]) + (", ..." if len(biases) > 3 else "") \
-                + "; TensorRT-RTX 1.7.1 lowers every Q/DQ of a model with them to FP32)"
+                + "; with them TensorRT-RTX 1.7.1 built the weights FP32)"
         left = report.get("left_unfolded") or []
         if left:
             # What folding would have written, so the rule (sanitize.fold_growth_limit) can be judged from the line.

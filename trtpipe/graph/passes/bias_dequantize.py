@@ -55,9 +55,9 @@ DEQUANTIZE = "DequantizeLinear"
 BIAS_READERS = frozenset({"Conv", "Gemm"})
 BIAS_INPUT = 2
 # Why, in the report and the stage line: the measured consequence of leaving them.
-REASON = ("an INT32 DequantizeLinear feeding a Conv/Gemm bias made TensorRT-RTX 1.7.1 lower every Q/DQ of "
-          "the model to FP32 (issue 31: ResNet-18 from ONNX Runtime built float x float); folded to the FP32 "
-          "bias ONNX Runtime's DequantizeLinear computes")
+REASON = ("an INT32 DequantizeLinear feeding a Conv/Gemm bias made TensorRT-RTX 1.7.1 import the model's weight "
+          "and bias Q/DQ as FP32 constants, its convs float x float (issue 31; tests/test_rtx_oracle_bias_dequantize.py); "
+          "folded to the FP32 bias ONNX Runtime's DequantizeLinear computes")
 
 
 def bias_dequantize_pass(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
