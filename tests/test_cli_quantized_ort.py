@@ -146,3 +146,12 @@ def test_bad_float_model_is_one_line_before_any_stage(workdir, make, says):
     assert "Fix: point validate.float_model at the unquantized ONNX model" in lines[0]
     assert "Traceback" not in run.stdout + run.stderr
     assert not run.run_dir.exists()
+
+
+def test_a_bad_float_model_in_a_sweep_is_refused_before_any_job(workdir):
+    renamed = _renamed_output(workdir)
+    run = run_trtpipe(workdir, "-m", f"model.path={workdir / 'qdq.onnx'}", STAGES,
+                      f"validate.float_model={workdir / 'float.onnx'},{renamed}", f"hydra.sweep.dir={workdir / 'sweep'}")
+    assert run.code == 2, run.stdout + run.stderr
+    assert "validate.float_model" in run.stderr and "is not the unquantized form" in run.stderr
+    assert not (workdir / "sweep").exists()  # no job ran, not even the good value's
