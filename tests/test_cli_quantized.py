@@ -51,6 +51,10 @@ def test_fp8_qdq_model_gets_a_verdict(workdir, name, recipe):
     emulated = next(c for c in report["candidates"] if c["name"] == "emulated")
     assert emulated["outputs"]["y"]["nonfinite"] == 0
     assert report["passed"] == (run.code == 0)
+    # The share of FP8 codes that differ is reported (compared by their bits; a step has no one size).
+    codes = report["quantized"]["codes"]
+    assert codes["types"] == ["float8e4m3fn"] and codes["compared"] > 0 and codes["max_step"] is None
+    assert "float8e4m3fn codes" in run.stdout and "fake-quant" in run.stdout
     # The codes stay float8 in the written model: the quantizer's Q outputs are not the plan's to retype.
     written = onnx.load(str(_artifact(run, "precision", "model")))
     zero_points = [t for t in written.graph.initializer if t.name.endswith("_zp")]
@@ -74,8 +78,10 @@ def test_fp16_dequantize_is_no_parser_warning(workdir):
 
 
 def test_no_fp16_scale_below_the_normal_range(workdir):
+    # The bias DQ is kept (sanitize folds it by default, test_ort_bias_dequantize_is_folded...): its
+    # subnormal-in-FP16 scale is what this test is about.
     run = run_trtpipe(workdir, f"model.path={workdir / 'ort_bias'}.onnx", "upgrade_opset.target=19",
-                      "precision.repair=false", run_name="ort_bias")
+                      "precision.repair=false", "sanitize.fold_bias_dequantize=false", run_name="ort_bias")
     assert run.code == 0, run.stdout + run.stderr
     written = onnx.load(str(_artifact(run, "precision", "model")))
     initializers = {t.name: t for t in written.graph.initializer}

@@ -123,6 +123,10 @@ PASTE = {
     "trtpipe/graph/sanitize.py:_growth_rule: sanitize.fold_growth_limit={} / sanitize.fold_growth_floor_bytes={}: "
     "the limit must be a number >= 1 and the floor a byte count >= 0":
         Paste(("stages=[sanitize]", "sanitize.fold_growth_limit=0.5")),
+    "trtpipe/validate/float_model.py:checked_float_model: {}: {}":
+        Paste(("stages=[sanitize,validate]", "validate.float_model=missing.onnx")),
+    "trtpipe/validate/float_model.py:checked_float_model: {} {} is not the unquantized form of the model: {}":
+        Paste(("stages=[sanitize,validate]", "validate.float_model={tokens}")),
     "trtpipe/config/schema.py:repair_settings: precision.repair is {}, neither true/false nor a mapping such as "
     "{max_trials: 80}":
         Paste(("stages=[sanitize]", "precision.repair=sometimes")),

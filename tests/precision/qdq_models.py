@@ -79,3 +79,50 @@ def qdq_model(kind: str = "int8", opset: int = 19, ort_bias: bool = False) -> on
     onnx.checker.check_model(model, full_check=True)
     return model
 
+
+
+def ort_quantized_pair(directory) -> tuple:
+    """(float model, its QDQ model) written in `directory` by ONNX Runtime's own `quantize_static`
+    (QDQ format, per-channel, symmetric INT8), so the bias DequantizeLinears are exactly what it writes: INT32
+    codes with INT32 zero points, per axis 0, feeding Conv input 2 and Gemm input 2.
+
+    x [1, 3, 16, 16] -> Conv+Relu -> Conv+Relu -> GlobalAveragePool -> Flatten -> Gemm -> y [1, 10]; opset 17.
+    Calibrated on 4 seeded uniform inputs."""
+    from pathlib import Path
+
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    directory = Path(directory)
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+
+    def conv(x: str, channels_in: int, name: str) -> str:
+        inits.append(numpy_helper.from_array(rng.normal(0, 0.3, (8, channels_in, 3, 3)).astype(np.float32), f"{name}_w"))
+        inits.append(numpy_helper.from_array(rng.normal(0, 0.1, (8,)).astype(np.float32), f"{name}_b"))
+        nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [f"{name}_o"], name=name, pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"{name}_o"], [f"{name}_r"], name=f"{name}_relu"))
+        return f"{name}_r"
+
+    h = conv(conv("x", 3, "c1"), 8, "c2")
+    nodes.append(helper.make_node("GlobalAveragePool", [h], ["p"], name="gap"))
+    nodes.append(helper.make_node("Flatten", ["p"], ["f"], name="flat"))
+    inits.append(numpy_helper.from_array(rng.normal(0, 0.3, (8, 10)).astype(np.float32), "fc_w"))
+    inits.append(numpy_helper.from_array(rng.normal(0, 0.1, (10,)).astype(np.float32), "fc_b"))
+    nodes.append(helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc"))
+    graph = helper.make_graph(nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    float_path, qdq_path = directory / "float.onnx", directory / "qdq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(float_path))
+
+    class Samples(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": rng.random(SHAPE, dtype=np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    # Symmetric, as issue 31 quantized with ONNX Runtime: TensorRT's INT8 needs zero points 0.
+    quantize_static(str(float_path), str(qdq_path), Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    return float_path, qdq_path

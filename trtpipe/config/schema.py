@@ -45,6 +45,10 @@ class SanitizeConfig:
     # A Cast to the type its input already has is removed (trtpipe/graph/passes/noop_casts.py): it changes no
     # value, and the precision stage would respect it as an author's precision decision.
     remove_noop_casts: bool = True
+    # An INT32 DequantizeLinear feeding a Conv/Gemm bias (ONNX Runtime's QDQ format) is folded into the FP32
+    # bias ONNX Runtime computes (trtpipe/graph/passes/bias_dequantize.py): with it, TensorRT-RTX 1.7.1 lowered
+    # every Q/DQ of the model to FP32 (issue 31). false: the DQs stay (build's parser check warns about them).
+    fold_bias_dequantize: bool = True
     # Folding never inflates a model (trtpipe/graph/fold/growth.py): a node whose folded outputs would be more
     # than fold_growth_limit x max(its inputs' bytes, fold_growth_floor_bytes) stays in the graph (TensorRT
     # evaluates it at build time). null: no limit (Polygraphy's folding as is, up to 64 MiB per tensor).
@@ -254,6 +258,10 @@ class ValidateConfig:
     # The share of each output's positions that must be compared (where the reference is
     # finite); an output compared at fewer, or empty, fails: no pass with nothing compared.
     min_compared: float = 0.5
+    # The unquantized model a Q/DQ model was made from (trtpipe/validate/float_model.py): the reference and each
+    # candidate are also compared against it, not judged, so the report says what quantization costs and what
+    # FP16 adds. Checked before any stage; its content (sha256) is part of validate's key.
+    float_model: Optional[str] = None
 
 
 @dataclass

@@ -3,7 +3,9 @@
 In order: strip `value_info` that shape inference will derive again, remove
 dead nodes and sort topologically (onnx-graphsurgeon), infer shapes and fold
 constants (Polygraphy's loaders), strip `value_info` that went stale, infer
-shapes again, remove Casts to the type their input already has (noop_casts.py:
+shapes again, fold INT32 DequantizeLinear of a Conv/Gemm bias into FP32
+constants (bias_dequantize.py: with them TensorRT-RTX built a quantized model
+float x float), remove Casts to the type their input already has (noop_casts.py:
 they are no precision decision, yet the precision stage respects every Cast),
 write Reshape's `allowzero` default explicitly, save.
 
@@ -93,6 +95,7 @@ from trtpipe.graph.onnx_gs.gs_bridge import graph_from_model, model_from_graph, 
 from trtpipe.graph.onnx_gs.gs_order import cleaned_and_sorted
 from trtpipe.onnxmodel.onnx_io import load_model, save_model
 from trtpipe.graph.names.node_names import make_node_names_unique
+from trtpipe.graph.passes.bias_dequantize import bias_dequantize_pass
 from trtpipe.graph.passes.noop_casts import remove_noop_casts
 from trtpipe.graph.passes.opset import default_opset
 from trtpipe.graph.passes.reshape_allowzero import make_reshape_allowzero_explicit
@@ -119,6 +122,7 @@ def sanitize_model(
     toposort: bool = True,
     fix_reshape_allowzero: bool = True,
     remove_noop_casts: bool = True,
+    fold_bias_dequantize: bool = True,
     fold_growth_limit: float | None = DEFAULT_FACTOR,
     fold_growth_floor_bytes: int = DEFAULT_FLOOR_BYTES,
 ) -> dict:
@@ -129,7 +133,7 @@ def sanitize_model(
     growth = None if fold_growth_limit is None else _growth_rule(fold_growth_limit, fold_growth_floor_bytes)
     options = dict(infer_shapes=infer_shapes, fold_constants=fold_constants, cleanup=cleanup,
                    toposort=toposort, fix_reshape_allowzero=fix_reshape_allowzero,
-                   remove_noop_casts=remove_noop_casts, growth=growth)
+                   remove_noop_casts=remove_noop_casts, fold_bias_dequantize=fold_bias_dequantize, growth=growth)
     src, dst = Path(src), Path(dst)
     report, written = _sanitized(src, dst, options, required=None)
     result = validity.file_problems(dst)
@@ -264,6 +268,11 @@ def _passes(options: dict, signatures: dict) -> list[GraphPass]:
         passes.append(GraphPass("shape inference", inferred, in_place=True))
     if fold:
         passes.append(GraphPass("constant folding", folded))
+    if options["fold_bias_dequantize"]:
+        # After folding (a bias computed from constants is an initializer by then; folding never
+        # evaluates a DequantizeLinear, fold_check.NEVER_FOLDED) and before the refresh, which
+        # drops the value_info of the DQ outputs this pass turns into initializers.
+        passes.append(GraphPass("INT32 bias DequantizeLinear folding", bias_dequantize_pass))
     passes.append(GraphPass("value_info refresh", refreshed, in_place=True))
     if options["remove_noop_casts"]:
         # After the refresh: the types it reads are those of the final graph (folding may have

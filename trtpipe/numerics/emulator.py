@@ -26,12 +26,15 @@ from trtpipe.numerics.ort_session import OrtSession, with_extra_outputs
 class EmulatedRunner:
     """Runs `model` with every FP16/BF16 tensor rounded as low-precision storage would round it."""
 
-    def __init__(self, model: onnx.ModelProto, *, expose_intermediates: bool = False) -> None:
+    def __init__(self, model: onnx.ModelProto, *, expose_intermediates: bool = False,
+                 extra_outputs: list[str] | tuple = ()) -> None:
+        """`extra_outputs`: tensors of the candidate to return besides (validate's quantized codes)."""
         self.emulation: Emulation = emulation_from_model(model)
         self.graph_outputs = [value.name for value in model.graph.output]
         runnable = self.emulation.model
-        if expose_intermediates:
-            runnable = with_extra_outputs(runnable, self.emulation.float_tensors)
+        exposed = (list(self.emulation.float_tensors) if expose_intermediates else []) + list(extra_outputs)
+        if exposed:
+            runnable = with_extra_outputs(runnable, exposed)
         self._session = OrtSession(runnable, graph="the FP16/BF16 emulation graph of the candidate model")
 
     @property

@@ -1,4 +1,5 @@
-"""`validate.outputs.<name>` checked against the model before any stage runs (issue 24, item 6).
+"""`validate.outputs.<name>` (and `validate.float_model`) checked against the model before any stage runs
+(issue 24, item 6; issue 31, item 4).
 
 A misspelled output name was found by the validate stage, after every other stage had run.
 Decisions:
@@ -52,14 +53,30 @@ def check_before_sweep(cfg: DictConfig, start_dir: Path) -> None:
     """The same check for one composed config of a sweep, before any job runs (the model named by
     the config: the user's file, or the built-in one, generated in the cache as the job would)."""
     stage_names = [str(name) for name in cfg.stages]
-    if not _names_to_check(cfg, stage_names):
+    if not _names_to_check(cfg, stage_names) and not _float_model(cfg, stage_names):
         return
     from trtpipe.source import resolve_model_source
 
     cache_root = Path(cfg.cache.dir).expanduser()
     cache_root = cache_root if cache_root.is_absolute() else start_dir / cache_root
-    check_validate_outputs(cfg, stage_names,
-                           resolve_model_source(cfg.model.path, cfg.model.builtin, cache_root, start_dir))
+    source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache_root, start_dir)
+    check_validate_outputs(cfg, stage_names, source_path)
+    check_float_model(cfg, stage_names, source_path, start_dir)
+
+
+def check_float_model(cfg: DictConfig, stage_names: list[str], source_path: Path, start_dir: Path) -> None:
+    """UserError (exit 2) for a `validate.float_model` that is missing, not ONNX, or has other inputs or
+    outputs than the model (trtpipe/validate/float_model.py), before any stage runs."""
+    if not _float_model(cfg, stage_names):
+        return
+    from trtpipe.validate.float_model import checked_float_model
+
+    checked_float_model(cfg.validate.float_model, source_path, start_dir)
+
+
+def _float_model(cfg: DictConfig, stage_names: list[str]):
+    validate = cfg.get("validate")
+    return "validate" in stage_names and validate is not None and validate.get("float_model")
 
 
 def _names_to_check(cfg: DictConfig, stage_names: list[str]) -> dict:

@@ -25,7 +25,7 @@ from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, sign
 from trtpipe.runner.source_snapshot import data_snapshot, source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
-from trtpipe.runner.output_preflight import check_build_profiles, check_validate_outputs
+from trtpipe.runner.output_preflight import check_build_profiles, check_float_model, check_validate_outputs
 from trtpipe.runner.stage_order import check_stage_order
 from trtpipe.safe_text import safe_text
 from trtpipe.cache.tools import tool_versions
@@ -82,6 +82,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
     check_validate_outputs(cfg, [stage.name for stage in stages], source_path)  # exit 2 before any stage
+    check_float_model(cfg, [stage.name for stage in stages], source_path, start_dir)  # likewise
     check_build_profiles(cfg, stages, source_path)  # before profile 0's opt shapes size the sample inputs
     source = Artifact(source_path, memoised_digest(source_path, cache.root / "index"), is_source=True)
     manifest = RunManifest(

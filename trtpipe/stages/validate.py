@@ -18,7 +18,6 @@ from typing import Mapping
 from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 
 
-
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
@@ -35,6 +34,14 @@ class ValidateAccuracy(Stage):
     # build key already holds the GPU facts, or for TensorRT-RTX whether the EP saw a device; a
     # probe of the EP here (0.3-0.55 s a run) would repeat what the inputs already say.
 
+    @classmethod
+    def key_files(cls, config: Mapping) -> list[Path]:
+        """The float model (validate.float_model): its content changes the report, not its path."""
+        from trtpipe.validate.float_model import float_model_path
+
+        path = float_model_path(config.get("float_model"))
+        return [path] if path is not None else []
+
     def __init__(self, backend=None) -> None:
         # The TensorRT seam (trtpipe.trt.backend()); tests pass a double here.
         self._backend = backend
@@ -49,6 +56,7 @@ class ValidateAccuracy(Stage):
         from trtpipe.numerics.emulator import EmulatedRunner
         from trtpipe.validate.localize import localize_results
         from trtpipe.numerics.reference import ReferenceRunner
+        from trtpipe.validate.code_agreement import code_agreement, code_tensors
         from trtpipe.validate.report_table import failure_message, report_table
 
         reference_model = load_model(inputs["reference"], weights_on_disk=True, hard_links_ok=OWN_INPUTS)
@@ -69,20 +77,25 @@ class ValidateAccuracy(Stage):
         # (one session and one emulation per model instead of two; exposing changes no
         # result, the sessions compute op by op). Otherwise only what is compared is exposed.
         expose = bool(config["plot"]) and bool(config.get("plot_passed"))
+        # A quantized model's codes, compared between the reference and the emulation (code_agreement.py).
+        codes = code_tensors(reference_model, candidate_model)
         reference = ReferenceRunner(reference_model, expose_intermediates=expose,
-                                    extra_outputs=sorted(wanted & produced))
-        first_reference, reference_runs = None, []
+                                    extra_outputs=sorted((wanted & produced) | set(codes)))
+        first_reference, reference_runs, reference_codes = None, [], []
         for index, feeds_i in enumerate(feeds):
             result = reference.run(feeds_i)
             first_reference = result if index == 0 and expose else first_reference
             reference_runs.append(_by_candidate_name(result, outputs, promoted))
+            reference_codes.append({name: result[name] for name in codes if name in result})
         # Each session holds (a mapping of) every weight: one at a time on a large model.
         del reference
         verdicts, notes, localization, precisions = [], [], None, {}
+        candidate_runs, agreement = {}, None  # runs by verdict name, for the float model's comparisons
         for candidate in config["candidates"]:
             if candidate == "emulated":
-                runner = EmulatedRunner(candidate_model, expose_intermediates=expose)
+                runner = EmulatedRunner(candidate_model, expose_intermediates=expose, extra_outputs=sorted(codes))
                 runs = [runner.run(feeds_i) for feeds_i in feeds]
+                agreement = code_agreement(reference_codes, runs, codes)
                 if expose:
                     precisions = runner.precisions
                     localization = localize_results(first_reference, runs[0], candidate_model, precisions,
@@ -91,6 +104,7 @@ class ValidateAccuracy(Stage):
                 del runner
                 verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances,
                                                   config["min_compared"]))
+                candidate_runs["emulated"] = [{name: run[name] for name in outputs if name in run} for run in runs]
             elif candidate == "tensorrt" and "engine" in inputs and _is_epcontext(inputs["engine"]):
                 from trtpipe.trt.rtx.loader import EpUnavailable
                 from trtpipe.trt.rtx.runner import run_epcontext
@@ -103,12 +117,14 @@ class ValidateAccuracy(Stage):
                     continue
                 verdicts.append(compare_candidate("tensorrt_rtx", reference_runs, runs, outputs, tolerances,
                                                   config["min_compared"]))
+                candidate_runs["tensorrt_rtx"] = runs
             elif candidate == "tensorrt" and "engine" in inputs:
                 from trtpipe.trt import backend
 
                 runs = (self._backend or backend()).run(inputs["engine"], feeds)
                 verdicts.append(compare_candidate("tensorrt", reference_runs, runs, outputs, tolerances,
                                                   config["min_compared"]))
+                candidate_runs["tensorrt"] = runs
             elif candidate == "tensorrt":
                 notes.append("candidate tensorrt: no engine was built (no build stage, or the build was deferred)")
             else:
@@ -126,6 +142,10 @@ class ValidateAccuracy(Stage):
             "bounds": {name: {bound: value for bound, value in asdict(tolerances.for_output(name)).items()
                               if value is not None} for name in outputs},
         }
+        quantized = _quantized_block(reference_model, codes, agreement, config.get("float_model"), feeds,
+                                     reference_runs, candidate_runs, outputs)
+        if quantized is not None:
+            report["quantized"] = quantized
         failed = next((v for v in verdicts if not v.passed), None)
         outputs = {"report": "validation.json"}
         draw = bool(config["plot"]) and (failed is not None or bool(config.get("plot_passed")))
@@ -152,6 +172,37 @@ class ValidateAccuracy(Stage):
             console_file="validation.txt",
             failed=None if failed is None else failure_message(report),
         )
+
+
+def _quantized_block(reference_model, codes, agreement, float_model, feeds, reference_runs, candidate_runs,
+                     outputs) -> dict | None:
+    """`validation.json`'s `quantized`: for a model with QuantizeLinear codes or a `validate.float_model`,
+    what the reference is, the share of codes the emulation computes differently, and the comparisons
+    against the float model (validate/float_model.py, validate/code_agreement.py). None otherwise, so a
+    float model's report is as it was."""
+    if not codes and not float_model:
+        return None
+    from trtpipe.validate.float_model import REFERENCE_NOTE
+
+    block = {"reference": REFERENCE_NOTE, "codes": agreement}
+    if float_model:
+        block["float_model"] = _float_model_comparisons(float_model, feeds, reference_runs, candidate_runs, outputs)
+    return block
+
+
+def _float_model_comparisons(float_model, feeds, reference_runs, candidate_runs, outputs) -> dict:
+    from trtpipe.cache.hashing import sha256_file
+    from trtpipe.onnxmodel.onnx_io import load_model
+    from trtpipe.numerics.reference import ReferenceRunner
+    from trtpipe.validate.compare import compare_candidate
+    from trtpipe.validate.float_model import float_comparisons, float_model_path
+
+    path = float_model_path(float_model)
+    runner = ReferenceRunner(load_model(path, weights_on_disk=True))
+    float_runs = [runner.run(feeds_i) for feeds_i in feeds]
+    del runner
+    comparisons = float_comparisons(float_runs, reference_runs, candidate_runs, outputs, compare_candidate)
+    return {"path": str(path), "sha256": sha256_file(path), "comparisons": comparisons}
 
 
 def _is_epcontext(engine: Path) -> bool:

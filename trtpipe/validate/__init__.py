@@ -6,7 +6,9 @@
   `upstream_origins.py`: when that node is FP32, the upstream low-precision nodes whose
   rounding it amplifies, ranked by measured contribution;
 - `degenerate_data.py`: whether the sample data exercised anything (flagged in the verdict);
-- `report_table.py`: the console table; `plot.py`: `accuracy.png`.
+- `report_table.py`: the console table; `plot.py`: `accuracy.png`;
+- quantized models: `code_agreement.py` (the share of Q codes the candidate computes differently),
+  `float_model.py` (`validate.float_model`: the reference and candidates against the unquantized model).
 
 The runners and metrics themselves live in `trtpipe.numerics` (shared with `precision`).
 """

@@ -61,18 +61,46 @@ def report_table(report: dict) -> str:
         for output, metrics in candidate["outputs"].items():
             failed = [r for r in reasons if r.startswith(f"{output}:")]
             verdict = "ok" if not failed else "FAIL: " + failed[0].split(": ", 1)[1]
-            cells = [_fmt((metrics or {}).get(key), spec) for key, _, _, spec in columns]
-            lines.append(f"    {safe_text(candidate['name']):10} {shown[safe_text(output)]:{OUTPUT_WIDTH}} "
-                         + " ".join(f"{cell:>{w}}" for cell, (_, _, w, _) in zip(cells, columns))
-                         + f"  {safe_text(verdict)}")
+            lines.append(_row(candidate["name"], output, metrics, columns, shown, verdict))
     if report.get("degenerate_data"):  # the verdict stands, but says little (degenerate_data.py)
         lines.append(f"    verdict on degenerate data: {safe_text(report['degenerate_data'])}; give data.path "
                      "(real samples) or data.inputs ranges and shapes that vary")
     for note in report.get("notes", []):
         lines.append(f"    note: {safe_text(note)}")
+    lines += quantized_lines(report.get("quantized"), columns, shown)
     for line in localization_lines(report.get("localization")):
         lines.append(f"    {line}")
     return "\n".join(lines) + "\n"
+
+
+def _row(name: str, output: str, metrics: dict | None, columns, shown: dict, last: str) -> str:
+    cells = [_fmt((metrics or {}).get(key), spec) for key, _, _, spec in columns]
+    short = shown.get(safe_text(output), safe_text(output)[:OUTPUT_WIDTH])
+    return (f"    {safe_text(name):10} {short:{OUTPUT_WIDTH}} "
+            + " ".join(f"{cell:>{w}}" for cell, (_, _, w, _) in zip(cells, columns)) + f"  {safe_text(last)}")
+
+
+def quantized_lines(quantized: dict | None, columns, shown: dict) -> list[str]:
+    """For a quantized model (validate stage's `quantized`): what the reference is, the share of codes
+    the emulation computes differently, and the rows against the float model (not judged: their last
+    column says what each measures)."""
+    if not quantized:
+        return []
+    lines = [f"    note: {safe_text(quantized['reference'])}"]
+    codes = quantized.get("codes")
+    if codes:
+        step = f", by at most {codes['max_step']} step(s)" if codes.get("max_step") is not None else ""
+        lines.append(f"    codes: {codes['differ']} of {codes['compared']} {'/'.join(codes['types'])} codes "
+                     f"({_fmt(codes['share'], '.2%')}) in {codes['tensors']} quantized tensor(s) differ between the "
+                     f"reference and the emulated candidate{step}")
+    float_model = quantized.get("float_model")
+    if float_model:
+        lines.append(f"    against the float model {safe_text(float_model['path'])} (not judged):")
+        for comparison in float_model["comparisons"]:
+            measures = comparison["measures"].split(" (", 1)[0]
+            for output, metrics in comparison["outputs"].items():
+                lines.append(_row(comparison["name"], output, metrics, columns, shown, measures))
+    return lines
 
 
 def bounded_metrics(report: dict) -> set[str]:

@@ -1,5 +1,5 @@
 """Small undoable graph passes and checks: opset conversion, Reshape allowzero, no-op Casts,
-input dims, shape ranges, model validity.
+INT32 bias DequantizeLinear folding, input dims, shape ranges, model validity.
 
 May import `trtpipe.onnxmodel` and `trtpipe.numerics`.
 """
