@@ -5,7 +5,8 @@ input, Relu), GlobalAveragePool, Flatten, Gemm -> y [1, 10]; He-initialised weig
 ONNX Runtime quantizes it as its users do: QDQ format, INT8 weights per output channel and
 symmetric, INT8 activations calibrated (MinMax) on a few random images, INT32 bias DQs
 (scales input scale x weight scale, far below FP16's normal range). Nothing is written by hand:
-the Q/DQ placement and the scales are ONNX Runtime's.
+the Q/DQ placement and the scales are ONNX Runtime's. `fp32_bias=True` keeps the biases FP32
+(ONNX Runtime's `QuantizeBias: False`), the form ModelOpt writes: no DQ on a bias.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class _Images:
         return next(self._feeds, None)
 
 
-def ort_int8_resnet() -> onnx.ModelProto:
+def ort_int8_resnet(fp32_bias: bool = False) -> onnx.ModelProto:
     """`float_resnet` quantized by ONNX Runtime (QDQ, per-channel symmetric INT8 weights)."""
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
@@ -76,5 +77,5 @@ def ort_int8_resnet() -> onnx.ModelProto:
         onnx.save(float_resnet(), str(source))
         quantize_static(str(source), str(quantized), _Images(), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        extra_options={"WeightSymmetric": True})
+                        extra_options={"WeightSymmetric": True, "QuantizeBias": not fp32_bias})
         return onnx.load(str(quantized))
