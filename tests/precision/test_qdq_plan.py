@@ -57,3 +57,18 @@ def test_a_q_and_dq_kept_fp32_charge_their_casts_to_a_named_reason(opset, kind):
     # One Cast into the Q (from FP16 scale_up), one out of the DQ (into FP16 scale_again).
     assert casts == {kind: 2}
     assert [t.data_type for t in written.graph.initializer if t.name == "s"] == [TensorProto.FLOAT]
+
+
+@pytest.mark.parametrize("default, expected", [("fp16", "fp16"), ("fp32", "fp32")])
+def test_a_q_of_an_fp16_graph_input_reads_it_as_authored_except_under_the_fp32_baseline(default, expected):
+    inits = [numpy_helper.from_array(np.float16(0.02), "s"), numpy_helper.from_array(np.int8(0), "zp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="Q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], name="DQ")]
+    graph = helper.make_graph(nodes, "fp16_input", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    name_nodes_as_parser_does(model)
+    decisions, _ = plan_precision(network_from_model(model), precision_config(default=default, auto={"max_abs": None}),
+                                  None)
+    assert decisions["Q"].precision == expected
+    assert ("graph input" in decisions["Q"].reason) == (default == "fp16")

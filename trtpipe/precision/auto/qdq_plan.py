@@ -16,7 +16,8 @@ side holds integer or FP8 codes). What that type can be depends on the opset:
     the type its input is produced in, its scale is stored in that type, so a Q never costs a Cast
     in front of it. An input the plan does not type (a graph input, a weight, a node kept as
     authored) is read as authored: a weight is quantized from its authored values, not from an FP16
-    copy, and a graph input kept FP32 is not cast for its Q.
+    copy, and a graph input kept FP32 is not cast for its Q. Under the FP32 baseline
+    (`precision.default=fp32`) every Q reads FP32: the baseline promises FP32 compute.
 - Never a scale stored in FP16 below FP16's normal range (qdq_scales.py): such a DQ stays FP32
   (automatic rule) and a Q whose producer is low precision reads FP32 (a Cast, `subnormal scale`).
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 from trtpipe.precision.auto.qdq_scales import QDQ_OPS, scale_follows_node, subnormal_scale_decisions
 from trtpipe.precision.materialize.type_rules import opset_versions
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
-from trtpipe.precision.network.decisions import Decision
+from trtpipe.precision.network.decisions import LOW_PRECISIONS, Decision
 from trtpipe.precision.network.element_types import RETYPABLE, short_name
 from trtpipe.precision.network.network import Network
 
@@ -70,6 +71,10 @@ def derive_quantizers(net: Network, decisions: dict[str, Decision], low_precisio
                 or decision.reason.startswith(OPSET_KIND) or not is_qdq(net, name):
             continue
         tensor = net.nodes[name].input[0]
+        if low_precision not in LOW_PRECISIONS:  # the FP32 baseline computes every Q in FP32 (baseline.py)
+            decisions[name] = Decision("fp32", f"QuantizeLinear: precision.default={low_precision}: reads its input "
+                                               "in FP32 (opset >= 19 types its scale with it)", "structure")
+            continue
         precision, origin = _produced_as(net, decisions, tensor)
         if precision is None:
             continue
