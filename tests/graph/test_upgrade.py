@@ -69,7 +69,8 @@ def _quantized_in_a_branch() -> onnx.ModelProto:
     identity = branch("else", [helper.make_node("Identity", ["x"], ["else_y"], name="pass")], [])
     graph = helper.make_graph(
         [helper.make_node("If", ["c"], ["y"], name="if", then_branch=quantize, else_branch=identity)], "g",
-        [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 

@@ -24,7 +24,12 @@ side holds integer or FP8 codes). What that type can be depends on the opset:
 
 from __future__ import annotations
 
-from trtpipe.precision.auto.qdq_scales import QDQ_OPS, scale_follows_node, subnormal_scale_decisions
+from trtpipe.precision.auto.qdq_scales import (
+    QDQ_OPS,
+    SUBNORMAL_KIND,
+    scale_follows_node,
+    subnormal_scale_decisions,
+)
 from trtpipe.precision.materialize.type_rules import opset_versions
 from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
 from trtpipe.precision.network.decisions import LOW_PRECISIONS, Decision
@@ -33,7 +38,6 @@ from trtpipe.precision.network.network import Network
 
 # Reason kinds that name why a Cast next to a Q/DQ remains (`casts_by_reason`, cast_reasons.py).
 OPSET_KIND = "opset < 19"
-SUBNORMAL_KIND = "subnormal scale"
 REASON_KINDS = (OPSET_KIND, SUBNORMAL_KIND)
 _PLANNED = ("fp32", "fp16", "bf16")
 
@@ -63,6 +67,9 @@ def derive_quantizers(net: Network, decisions: dict[str, Decision], low_precisio
 
     Decision: derived, like a control-flow node's precision (control_flow.py), and called again after
     every step that moves producers (the search, the repair), so the Q never disagrees with its input.
+    Known limit: within the search's and the repair's trials a Q keeps the precision derived from the
+    automatic plan (a fixed node, search/trials.py); the final plan re-derives it, and validate judges
+    that final model.
     """
     subnormal = None
     for name in net.names:

@@ -34,6 +34,8 @@ from trtpipe.precision.network.network import FLOAT_TYPES, Network
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 SCALE = 1  # the input slot of y_scale / x_scale
+# The kind that starts each reason, naming the Casts it costs in `casts_by_reason` (cast_reasons.py).
+SUBNORMAL_KIND = "subnormal scale"
 
 
 def subnormal_scale_decisions(net: Network, low_precision: str) -> dict[str, tuple[str, float]]:
@@ -53,10 +55,10 @@ def subnormal_scale_decisions(net: Network, low_precision: str) -> dict[str, tup
             continue
         smallest = _smallest_subnormal(tensor_array(net.constants[constant]))
         if smallest is not None:
-            decisions[name] = (f"subnormal scale: scale {constant} has |value| {smallest:.3g} < {FP16_MIN_NORMAL:.3g}, below fp16's "
-                               "normal range: stored in fp16 (opset >= 19 types a scale with its node) it would lose "
-                               "precision or flush to 0, moving every value the node (de)quantizes; kept FP32 so "
-                               "the scale stays FP32", smallest)
+            decisions[name] = (f"{SUBNORMAL_KIND}: scale {constant} has |value| {smallest:.3g} < "
+                               f"{FP16_MIN_NORMAL:.3g}, below fp16's normal range: stored in fp16 (opset >= 19 "
+                               "types a scale with its node) it would lose precision or flush to 0, moving every "
+                               "value the node (de)quantizes; kept FP32 so the scale stays FP32", smallest)
     return decisions
 
 
