@@ -59,7 +59,8 @@ class SanitizeConfig:
 @dataclass
 class UpgradeOpsetConfig:
     # null (the default): opset 17 (it introduced LayerNormalization, which keeps the variance inside one
-    # op), or the model's own opset when that is higher. A number pins the target (graph/upgrade.py).
+    # op), 19 for a model holding QuantizeLinear/DequantizeLinear (FP16 scales), or the model's own opset
+    # when that is higher. A number pins the target (graph/upgrade.py).
     target: Optional[int] = None
     fuse_layernorm: bool = True
 

@@ -17,6 +17,12 @@ Decisions:
   warned on every opset-18 export about a target the user never set). "Not set" is
   null rather than a sentinel number or `auto`: the schema keeps an integer type, so
   `upgrade_opset.target=seventeen` is still refused at compose time.
+- No target given and the model holds QuantizeLinear/DequantizeLinear (any graph, bodies included):
+  the target is at least 19 (issue 31). Before opset 19 a DQ's output and a Q's input and scale
+  are `tensor(float)` in the schema, so an FP16 neighbour costs a Cast at every Q/DQ; from 19 the
+  scale shares the float side's type, and the precision stage types the scale instead (an FP16
+  scale gives an FP16 DQ output; a Q reads FP16 directly). The report's `target_reason` and the
+  stage line say why. A pinned target is respected: the user may need an older opset.
 - A target the user set below the model's opset is a warning, not an error, and never a
   silent no-op: the model keeps its opset (ONNX's converter cannot be trusted
   to downgrade, and a downgrade could lose ops the model needs), the report
@@ -32,6 +38,8 @@ import logging
 from pathlib import Path
 
 from trtpipe.onnxmodel import value_info
+from trtpipe.onnxmodel.domains import DEFAULT_DOMAINS
+from trtpipe.onnxmodel.subgraphs import all_graphs
 from trtpipe.graph.layernorm.layernorm_fusion import MIN_OPSET, fuse_layernorms_then_infer_shapes
 from trtpipe.onnxmodel.onnx_io import load_model, save_model
 from trtpipe.graph.passes.opset import convert_opset, default_opset
@@ -41,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 # The target when none is set: LayerNormalization's opset.
 DEFAULT_TARGET = MIN_OPSET
+# The first opset whose Q/DQ scales may be FP16/BF16 (the scale shares the float side's type).
+QDQ_TARGET = 19
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 
 def upgrade_model(
@@ -56,7 +67,8 @@ def upgrade_model(
     source = load_model(Path(src), weights_on_disk=True, hard_links_ok=hard_links_ok)
     opset_before = default_opset(source)
     pinned = target_opset is not None
-    target_opset = target_opset if pinned else max(DEFAULT_TARGET, opset_before)
+    quantized = not pinned and _holds_qdq(source)
+    target_opset = target_opset if pinned else max(QDQ_TARGET if quantized else DEFAULT_TARGET, opset_before)
     model = convert_opset(source, target_opset)
     opset_after = default_opset(model)
     report: dict = {
@@ -66,6 +78,9 @@ def upgrade_model(
         "nodes_before": len(source.graph.node),
         "warnings": [],
     }
+    if quantized and opset_before < QDQ_TARGET:
+        report["target_reason"] = (f"raised to {QDQ_TARGET}: the model holds QuantizeLinear/DequantizeLinear, whose "
+                                   f"scales may be FP16 from opset {QDQ_TARGET} (no Cast at each Q/DQ)")
     if pinned and 0 < target_opset < opset_before:
         report["target_below_model"] = True
         warning = (f"upgrade_opset.target={target_opset} is below the model's opset {opset_before}: the model is "
@@ -90,3 +105,9 @@ def upgrade_model(
     report["nodes_after"] = len(model.graph.node)
     report["files"] = [path.name for path in written]
     return report
+
+
+def _holds_qdq(model) -> bool:
+    """Whether any graph of `model` (bodies included) has a default-domain QuantizeLinear/DequantizeLinear."""
+    return any(node.op_type in QDQ_OPS and node.domain in DEFAULT_DOMAINS
+               for graph in all_graphs(model.graph) for node in graph.node)

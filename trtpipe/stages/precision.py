@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 class PlanPrecision(Stage):
     name = "precision"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "28"
+    version = "29"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -73,6 +73,7 @@ class PlanPrecision(Stage):
         from trtpipe.onnxmodel.onnx_io import load_model, save_model
         from trtpipe.precision.network.decisions import LOW_PRECISIONS, MATERIALIZE_AS
         from trtpipe.precision.auto.control_flow import derive_control_flow
+        from trtpipe.precision.auto.qdq_plan import derive_quantizers
         from trtpipe.precision.network.flop_shapes import feeds_for_shapes, record_feed_shapes
         from trtpipe.precision.materialize.materialize_reuse import materialize_or_reuse
         from trtpipe.precision.network.names_table import write_names_table
@@ -102,12 +103,14 @@ class PlanPrecision(Stage):
         if searching:
             net.last_materialised = None  # the search materialises many plans: not two copies alive at once
             decisions, search_note = _search(model, decisions, feeds, config, out_dir)
+            derive_quantizers(net, decisions, config["default"])  # a Q reads its input as produced (qdq_plan.py)
             derive_control_flow(net, decisions)  # the search moves body nodes: say what their If/Loop is now
         elif self._repairing(config):
             repair = _repair(model, net, decisions, feeds, config)
             if repair.repaired:
                 net.last_materialised = None  # another plan than the stored-tensor check's
                 decisions = repair.decisions
+                derive_quantizers(net, decisions, config["default"])
                 derive_control_flow(net, decisions)
         node_precision = {name: MATERIALIZE_AS[d.precision] for name, d in decisions.items()}
         # The stored-tensor check's materialisation when the plan did not change since (materialize_reuse.py).

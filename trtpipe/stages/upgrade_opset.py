@@ -11,7 +11,7 @@ from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 class UpgradeOpset(Stage):
     name = "upgrade_opset"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "5"
+    version = "6"
     consumes = ("model",)
     produces = ("model",)
     tools = ("onnx", "onnxruntime", "onnx-graphsurgeon", "numpy", "protobuf")
@@ -33,6 +33,7 @@ class UpgradeOpset(Stage):
             outputs={"model": "model.onnx"},
             summary=f"opset {report.get('opset_before')} -> {report.get('opset_after')}, "
             f"{fused} LayerNorm fused, {refused} refused"
+            + (f" ({report['target_reason']})" if report.get("target_reason") else "")
             + (f"; target {config['target']} is below the model's opset {report['opset_before']}: left at "
                f"{report['opset_before']}, never downgraded" if report.get("target_below_model") else ""),
             details=report,

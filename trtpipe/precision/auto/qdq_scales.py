@@ -16,7 +16,9 @@ Decisions:
   type variable: opset >= 19); before 19 a scale is FP32 whatever the plan says.
 - The scale is found through the weight passthrough chain the materialiser retypes with it
   (Identity, Reshape, ...: weight_types.py); a computed scale is the computing node's business.
-- Like every automatic rule it applies to nodes on the default precision; a user rule wins.
+- Like every automatic rule it applies to nodes on the default precision; a user rule wins. A
+  QuantizeLinear follows its producer (qdq_plan.py), which reads these decisions for it.
+- The reason starts with its kind, `subnormal scale`, which names the Casts it costs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from trtpipe.precision.network.network import FLOAT_TYPES, Network
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 SCALE = 1  # the input slot of y_scale / x_scale
+# The kind that starts each reason, naming the Casts it costs in `casts_by_reason` (cast_reasons.py).
+SUBNORMAL_KIND = "subnormal scale"
 
 
 def subnormal_scale_decisions(net: Network, low_precision: str) -> dict[str, tuple[str, float]]:
@@ -44,21 +48,21 @@ def subnormal_scale_decisions(net: Network, low_precision: str) -> dict[str, tup
         node = net.nodes[name]
         if node.op_type not in QDQ_OPS or node.domain not in DEFAULT_DOMAINS or len(node.input) <= SCALE:
             continue
-        if not _scale_follows_node(node, opsets.get(node.domain, 1)):
+        if not scale_follows_node(node, opsets.get(node.domain, 1)):
             continue
         constant = _scale_constant(net, node.input[SCALE])
         if constant is None:
             continue
         smallest = _smallest_subnormal(tensor_array(net.constants[constant]))
         if smallest is not None:
-            decisions[name] = (f"scale {constant} has |value| {smallest:.3g} < {FP16_MIN_NORMAL:.3g}, below fp16's "
-                               "normal range: stored in fp16 (opset >= 19 types a scale with its node) it would lose "
-                               "precision or flush to 0, moving every value the node (de)quantizes; kept FP32 so "
-                               "the scale stays FP32", smallest)
+            decisions[name] = (f"{SUBNORMAL_KIND}: scale {constant} has |value| {smallest:.3g} < "
+                               f"{FP16_MIN_NORMAL:.3g}, below fp16's normal range: stored in fp16 (opset >= 19 "
+                               "types a scale with its node) it would lose precision or flush to 0, moving every "
+                               "value the node (de)quantizes; kept FP32 so the scale stays FP32", smallest)
     return decisions
 
 
-def _scale_follows_node(node, opset: int) -> bool:
+def scale_follows_node(node, opset: int) -> bool:
     rules = op_type_rules(node.domain, node.op_type, opset)
     if rules is None:
         return False

@@ -11,13 +11,15 @@ Every Cast the materialiser added (casts.py report) is charged to one reason:
 
 A reason is named by its kind: `rule <name>`, `authored`, or the automatic rule
 (`activation range`, `normalization group`, `constant`, `boundary`, `stored
-tensor`); a Cast none of these explains is `other`.
+tensor`, `subnormal scale`), or the schema a Q/DQ is written in (`opset < 19`: the node is FP32
+whatever its neighbours, qdq_plan.py); a Cast none of these explains is `other`.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
 
+from trtpipe.precision.auto.qdq_plan import REASON_KINDS as QDQ_KINDS
 from trtpipe.precision.network.decisions import Decision
 from trtpipe.precision.network.network import Network
 
@@ -59,6 +61,8 @@ def reason_kind(net: Network, decisions: dict[str, Decision], name: str) -> str:
 
 
 def _kind(decision: Decision) -> str:
+    if decision.reason.startswith(QDQ_KINDS):  # a Q/DQ's own kinds, structure decisions included
+        return next(kind for kind in QDQ_KINDS if decision.reason.startswith(kind))
     if decision.source == "rule":
         return " ".join(decision.reason.split()[:2])
     if decision.source in ("authored", "default", "structure"):

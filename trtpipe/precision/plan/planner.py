@@ -2,7 +2,9 @@
 and user rules.
 
 Order (later steps override earlier ones, so the most explicit intent wins):
-1. structure: Casts are kept as authored; nodes without float outputs have no precision;
+1. structure: Casts are kept as authored; nodes without float outputs have no precision; a Q/DQ
+   before opset 19 is FP32 (its schema's type), a QuantizeLinear reads its input as produced
+   (derived from its producer after steps 6 and 8, qdq_plan.py);
 2. authored: nodes whose precision the model's author chose (mixed-precision models);
 3. default: `precision.default` for everything else; `fp32` is the baseline, which promotes
    the author's FP16/BF16 compute and Casts instead of step 2 (baseline.py);
@@ -42,6 +44,7 @@ from trtpipe.precision.auto.masked_additions import masked_additions
 from trtpipe.precision.materialize.type_rules import op_type_rules, opset_versions
 from trtpipe.precision.network.network import Network
 from trtpipe.precision.auto.norm_groups import normalization_groups
+from trtpipe.precision.auto.qdq_plan import derive_quantizers, qdq_initial
 from trtpipe.precision.auto.qdq_scales import subnormal_scale_decisions
 from trtpipe.precision.auto.saturating_chains import REASON as SATURATION_REASON, find_chains
 from trtpipe.precision.network.rules import RuleMatch, compile_rules, resolve_rules
@@ -112,6 +115,7 @@ def plan_precision(
         _apply_auto(decisions, input_decisions(net, decisions, groups, protected, reference, moments, default))
     if default in LOW_PRECISIONS:
         smooth_islands(net, decisions, int(auto["island_size"]))
+    derive_quantizers(net, decisions, default)  # before the checks that materialise the plan
     boundaries = protect_stored_tensors(net, decisions, reference, default, config["keep_io_types"])
     if notes is not None:
         notes["boundaries"] = boundaries
@@ -121,6 +125,7 @@ def plan_precision(
             notes["fewest_casts"] = placed
     for name, value in observed.items():
         decisions[name].observed_max_abs = value
+    derive_quantizers(net, decisions, default)  # fewest Casts may have moved a producer
     derive_control_flow(net, decisions)
     if notes is not None and is_baseline(default):
         notes["baseline"] = baseline_note(net, decisions, promoted)
@@ -188,6 +193,9 @@ def _initial(net: Network, name: str, default: str, authored: dict[str, str]) ->
     if net.op_type(name) == "Cast":
         promoted = cast_decision(net, name) if is_baseline(default) else None
         return promoted or Decision("keep", "Cast: kept as authored", "structure")
+    quantized = qdq_initial(net, name, default)
+    if quantized is not None:
+        return quantized
     if _typed_by_attribute(net, name):
         return Decision("keep", f"{net.op_type(name)}: its output type is set by an attribute, which the "
                                 f"materialiser keeps (like a Cast's `to`)", "structure")
