@@ -201,7 +201,6 @@ class ArtifactCache:
                 linked = _digests_by_inode(known_files)
                 files = {p.name: linked.get(_inode(p)) or sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
                 link_unchanged_files(tmp, files, known_files)
-                make_read_only(tmp)  # entries never change; their files may be hard-linked (files.place_file)
                 record = {
                     "stage": stage,
                     "key": key,
@@ -213,6 +212,7 @@ class ArtifactCache:
                     **result,
                 }
                 write_atomic(tmp / ENTRY_FILE, json.dumps(record, indent=2, sort_keys=True).encode())
+                make_read_only(tmp)  # entries never change; their files may be hard-linked (files.place_file)
                 final = self._entry_dir(stage, key)  # checked again just before the rename
                 os.rename(tmp, final)
         finally:
