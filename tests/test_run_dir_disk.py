@@ -162,3 +162,18 @@ def test_run_directory_and_cache_hold_a_large_model_in_1_6x_its_size(tmp_path):
                          run_name="second", timeout=600)
     assert second.code == 0 and set(second.statuses().values()) <= {"cached", "deferred"}, second.stdout
     assert disk_bytes(first.run_dir, second.run_dir, tmp_path / "cache") - used < 1e6
+
+
+def test_a_failed_rerun_into_a_run_directory_removes_the_earlier_models(linked, tmp_path):
+    """The rerun's manifest names the models it did not place: an earlier run's file at such a name
+    would be described by no manifest (trtpipe-verify would call the directory untrustworthy)."""
+    workdir, model, _ = linked
+    stages = "stages=[sanitize,upgrade_opset,precision,validate]"
+    first = run_trtpipe(tmp_path, stages, f"model.path={model}", DATA, cache=workdir / "cache", run_name="same")
+    assert first.code == 0 and (first.run_dir / "sanitize" / "model.onnx").exists(), first.stdout + first.stderr
+    failed = run_trtpipe(tmp_path, stages, f"model.path={model}", DATA, "precision.repair=false",
+                         "validate.tolerance.max_abs=1e-9", cache=workdir / "cache", run_name="same")
+    assert failed.code == 1, failed.stdout + failed.stderr
+    assert not [name for name in stage_files(failed.run_dir) if name.endswith(".onnx")]
+    verified = trtpipe_verify(failed.run_dir, tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -67,6 +67,9 @@ class RunDirPublisher:
                 if index in kept:
                     self._place(entry, stage_name, name)
                 else:
+                    # A rerun into this directory: an earlier run's file at that name is not this
+                    # run's (its manifest would not describe it); the name is removed, never written.
+                    (self.run_dir / stage_name / name).unlink(missing_ok=True)
                     left.append(f"{stage_name}/{name}")
         self._bulk = []
         pending, self._pending = self._pending, []
