@@ -232,7 +232,7 @@ def test_planted_file_name_is_discarded_not_followed(tmp_path, caplog, name):
         result = ArtifactCache(root).get_or_compute("sanitize", MATERIAL, write_model("rebuilt"))
         publisher = RunDirPublisher(run_dir)
         publisher.publish(result.entry, "sanitize")
-        publisher.wait()
+        publisher.finish(succeeded=True)
     assert result.status == "ran" and "discarded" in caplog.text
     assert result.entry.output_path("model").parent == entry
     assert result.entry.output_path("model").read_text() == "rebuilt"

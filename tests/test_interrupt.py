@@ -58,7 +58,9 @@ def test_a_signal_mid_stage_records_interrupted_and_the_rerun_hits_the_cache(tmp
     assert manifest["status"] == "interrupted" and manifest["exit_code"] == code
     statuses = {stage["name"]: stage["status"] for stage in manifest["stages"]}
     assert statuses == {"sanitize": "ran", "upgrade_opset": "interrupted"}, statuses
-    assert (run_dir / manifest["stages"][0]["outputs"]["model"]["path"]).is_file()
+    # An interrupted run places no model (issue 33, item 1): sanitize's stays in the cache, named.
+    assert not (run_dir / manifest["stages"][0]["outputs"]["model"]["path"]).exists()
+    assert manifest["left_in_cache"] == [manifest["stages"][0]["outputs"]["model"]["path"]]
     # The cache: sanitize's entry published, nothing half-published, the temporary gone.
     assert [entry.parent.name for entry in cache_entries(cache)] == ["sanitize"]
     assert not (cache / "tmp").exists() or list((cache / "tmp").iterdir()) == []

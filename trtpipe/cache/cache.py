@@ -44,7 +44,13 @@ from trtpipe.cache.cache_dir import (
 from trtpipe.cache.entry_schema import record_problem
 from trtpipe.cache.explain import explain_miss
 from trtpipe.cache.holds import EntryHolds, touch_entry
-from trtpipe.cache.files import cache_errors_as_user_errors, disk_errors_as_user_errors, ensure_writable_dir, write_atomic
+from trtpipe.cache.files import (
+    cache_errors_as_user_errors,
+    disk_errors_as_user_errors,
+    ensure_writable_dir,
+    make_read_only,
+    write_atomic,
+)
 from trtpipe.cache.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
 from trtpipe.cache.locks import held
 
@@ -194,6 +200,7 @@ class ArtifactCache:
                 # digest is on record. Same inode, same bytes; entries are never modified.
                 linked = _digests_by_inode(known_files)
                 files = {p.name: linked.get(_inode(p)) or sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+                link_unchanged_files(tmp, files, known_files)
                 record = {
                     "stage": stage,
                     "key": key,
@@ -205,6 +212,7 @@ class ArtifactCache:
                     **result,
                 }
                 write_atomic(tmp / ENTRY_FILE, json.dumps(record, indent=2, sort_keys=True).encode())
+                make_read_only(tmp)  # entries never change; their files may be hard-linked (files.place_file)
                 final = self._entry_dir(stage, key)  # checked again just before the rename
                 os.rename(tmp, final)
         finally:
@@ -269,6 +277,29 @@ def _key_of(material: dict) -> str | None:
 def _inode(path: Path) -> tuple[int, int]:
     stat = path.stat()
     return stat.st_dev, stat.st_ino
+
+
+def link_unchanged_files(folder: Path, files: Mapping[str, str], known_files: Mapping[Path, str]) -> None:
+    """Replace each file of `folder` whose digest is that of a file of a verified input entry by a
+    hard link to that file.
+
+    Decision (issue 33, item 1): a stage whose output bytes equal its input's stores nothing new
+    (upgrade_opset on a model already at its target opset wrote a second full copy: 117 MB more
+    for a 117 MB model). Same digest, same bytes; entries are never modified and their files are
+    read-only, so sharing the inode is safe, and `trtpipe-cache` counts it once."""
+    by_digest = {digest: Path(path) for path, digest in known_files.items()}
+    for name, digest in files.items():
+        original = by_digest.get(digest)
+        target = folder / name
+        try:
+            if original is None or _inode(original) == _inode(target) \
+                    or original.stat().st_size != target.stat().st_size:
+                continue
+            staged = folder / f".{name}.link"
+            os.link(original, staged, follow_symlinks=False)
+        except OSError:  # gone meanwhile, another file system, too many links: keep the written file
+            continue
+        os.replace(staged, target)
 
 
 def _digests_by_inode(known_files: Mapping[Path, str]) -> dict[tuple[int, int], str]:

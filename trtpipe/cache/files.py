@@ -37,27 +37,87 @@ def copy_file(source: Path, target: Path) -> None:
     """Copy `source` to a new file `target` with the same permission bits: a reflink where the
     file system offers one (btrfs, XFS: instant, no extra disk), else a copy in the kernel.
 
-    Decision (issue 22, item 6): the run directory's files are the user's, never hard links to
-    the cache's. With a link, editing run1/precision/precision_plan.json in place changed the
-    cache entry and every other run directory's copy (and broke their manifests); a read-only
-    link is no better (an editor may chmod it, or write through it). A copy's bytes are the
-    entry's, so the manifest's digests hold. `target` is replaced, never written through: an
-    older run's hard link (or a symlink) at that name is unlinked first, so nothing it points
-    to changes.
+    Decision (issue 22, item 6): a file a user may edit in the run directory (a plan, a report,
+    a script) is the user's, never a hard link to the cache's. With a link, editing
+    run1/precision/precision_plan.json in place changed the cache entry and every other run
+    directory's copy (and broke their manifests). A copy's bytes are the entry's, so the
+    manifest's digests hold. `target` is replaced, never written through: an older run's hard
+    link (or a symlink) at that name is unlinked first, so nothing it points to changes.
+    """
+    place_file(source, target, link=False)
+
+
+def place_file(source: Path, target: Path, link: bool) -> str:
+    """Put `source`'s bytes at `target` (replaced, never written through); returns how:
+    "reflink", "link" or "copy".
+
+    Decision (issue 33, item 1): disk in proportion to what changed. A reflink first: a private
+    copy-on-write file, no extra disk. Else, with `link`, a hard link to `source` made read-only
+    (all write bits removed: the file is shared, so no user without root can write it in place,
+    and a write by root or after a chmod changes its sha256, which every cache hit and
+    `trtpipe-verify` check). Else, or when the link is refused (another file system: EXDEV;
+    another user's file under fs.protected_hardlinks: EPERM; too many links: EMLINK), a copy.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
     source_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         mode = stat.S_IMODE(os.fstat(source_fd).st_mode)
+        if link and _reflink(source_fd, target, mode):
+            return "reflink"
+        if link and _hard_link(source_fd, source, target, mode):
+            return "link"
         target_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             copy_fd(source_fd, target_fd)
             os.fchmod(target_fd, mode)  # the permissions follow the source (item 8), whatever the umask
         finally:
             os.close(target_fd)
+        return "copy"
     finally:
         os.close(source_fd)
+
+
+def _reflink(source_fd: int, target: Path, mode: int) -> bool:
+    target_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.ioctl(target_fd, _FICLONE, source_fd)
+        os.fchmod(target_fd, mode)
+        return True
+    except OSError:  # no reflinks here (ext4, tmpfs, another file system)
+        os.close(target_fd)
+        target_fd = -1
+        target.unlink(missing_ok=True)
+        return False
+    finally:
+        if target_fd != -1:
+            os.close(target_fd)
+
+
+def _hard_link(source_fd: int, source: Path, target: Path, mode: int) -> bool:
+    """`target` as a second name of the opened `source`, which is made read-only first."""
+    try:
+        if mode & 0o222:
+            os.fchmod(source_fd, mode & ~0o222)
+        os.link(source, target, follow_symlinks=False)
+        opened, linked = os.fstat(source_fd), os.lstat(target)
+        if (opened.st_dev, opened.st_ino) == (linked.st_dev, linked.st_ino):
+            return True
+        target.unlink()  # `source` was replaced after it was opened: copy the opened file instead
+        return False
+    except OSError:  # EXDEV, EPERM, EMLINK, or a chmod refused (another user's entry): copy
+        target.unlink(missing_ok=True)
+        return False
+
+
+def make_read_only(folder: Path) -> None:
+    """Remove the write bits of every regular file directly in `folder` (a cache entry before it
+    is published): entries never change, and their files may be hard-linked (`place_file`)."""
+    for path in Path(folder).iterdir():
+        if path.is_file() and not path.is_symlink():
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            if mode & 0o222:
+                os.chmod(path, mode & ~0o222)
 
 
 def copy_fd(source_fd: int, target_fd: int) -> None:

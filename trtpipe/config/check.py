@@ -51,6 +51,8 @@ def _check_values(cfg: DictConfig) -> None:
     _check_input_specs(cfg)
     _check_tolerances(cfg)
     _check_cache(cfg)
+    if cfg.get("run") is not None:
+        _one_of("run.artifacts", cfg.run.artifacts, ("all", "final"))
     _check_build(cfg)
     precision = cfg.get("precision")
     if precision is None:

@@ -36,6 +36,15 @@ class CacheConfig:
 
 
 @dataclass
+class RunConfig:
+    # Which stage models and engines the run directory holds (cache/publish.py): all (every
+    # stage's, as read-only hard links to the cache's files or reflinks: no extra disk on one
+    # file system) | final (the last stage's that produced one). Plans, reports and logs are
+    # always there; a failed run's directory holds no model (they stay in the cache).
+    artifacts: str = "all"
+
+
+@dataclass
 class SanitizeConfig:
     infer_shapes: bool = True
     fold_constants: bool = True
@@ -270,6 +279,7 @@ class TrtpipeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     stages: List[str] = field(default_factory=lambda: ["sanitize", "upgrade_opset", "precision", "build", "validate"])
     cache: CacheConfig = field(default_factory=CacheConfig)
+    run: RunConfig = field(default_factory=RunConfig)
     sanitize: SanitizeConfig = field(default_factory=SanitizeConfig)
     upgrade_opset: UpgradeOpsetConfig = field(default_factory=UpgradeOpsetConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)

@@ -45,6 +45,9 @@ class RunManifest:
     # The absolute directory relative config paths (model, data, cache) were resolved
     # against, so `trtpipe-verify` resolves them the same way from any directory.
     start_dir: str | None = None
+    # Run-directory paths of the models and engines kept only in the cache (cache/publish.py):
+    # `run.artifacts=final`, or a run that failed.
+    left_in_cache: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -57,6 +60,7 @@ class RunManifest:
             "status": self.status,
             "exit_code": self.exit_code,
             "stages": [asdict(stage) for stage in self.stages],
+            "left_in_cache": self.left_in_cache,
         }
 
     def write(self, run_dir: Path) -> Path:

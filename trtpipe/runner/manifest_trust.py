@@ -11,7 +11,8 @@ Decisions:
   list, a removed, added or reordered record is an edited manifest, not a partial run.
 - Files: each output path is relative and stays inside the run directory (no `..`, no
   absolute path), every folder on the way is a real folder and the file a regular file,
-  each opened without following a symbolic link (the runner writes copies, never links),
+  each opened without following a symbolic link (the runner never writes one: hard links
+  and copies only, cache/publish.py),
   without blocking (a FIFO). Its digest is `artifact_digest`'s, the one the manifest
   records (an ONNX file's external data files included, themselves checked the same way).
 - A file that is absent is a note, not a refusal: a manifest copied alone, or a run

@@ -103,7 +103,7 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
     artifacts = {SOURCE_KIND: source}
     failure: TrtpipeError | None = None
     stop_reason: str | None = None
-    publisher = RunDirPublisher(run_dir)
+    publisher = RunDirPublisher(run_dir, cfg.get("run", {}).get("artifacts", "all"))
     copy_error: TrtpipeError | None = None
     current: str | None = None
     try:
@@ -138,7 +138,12 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
             if stops:
                 stop_reason = f"{stage.name} asked to stop here ({record.summary})"
         try:
-            publisher.wait()
+            left = publisher.finish(succeeded=failure is None)
+            manifest.left_in_cache = left
+            if left:
+                why = "the run failed" if failure is not None else "run.artifacts=final"
+                log.info("  not placed in the run directory (%s; in the cache under the keys in %s): %s", why,
+                         MANIFEST_NAME, safe_text(", ".join(left)))
         except TrtpipeError as error:
             copy_error, failure = error, failure or error
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM (runner/interrupt.py)
@@ -164,7 +169,8 @@ def _record_interrupted(manifest: RunManifest, stages, publisher, run_dir: Path,
             elif stage.name not in recorded:
                 manifest.stages.append(StageRecord(stage.name, "skipped", reason="the run was interrupted"))
         try:
-            publisher.wait()  # the finished stages' files complete the run directory
+            # the finished stages' reports complete the run directory; no model (publish.py)
+            manifest.left_in_cache = publisher.finish(succeeded=False)
         except TrtpipeError as error:
             log.debug("copying into the run directory failed after the interrupt: %s", error)
         manifest.status, manifest.exit_code = "interrupted", interrupted.exit_code
