@@ -155,3 +155,11 @@ def test_a_needed_heavy_node_is_swapped_for_a_cheaper_one_that_passes_too():
     assert only_small_fp16 < only_big_fp16
     (state, kept), log = _substitution(model, feeds, (only_small_fp16 + only_big_fp16) / 2)
     assert state == frozenset({"big"}) and kept == ["big"] and not log[-1].passed
+
+
+def test_the_stage_line_shows_a_small_change_of_flop_share():
+    from trtpipe.search.repair import _shares
+
+    assert _shares(1.0, 0.9998) == "100.00% -> 99.98%"  # basic-pitch's repair moved 0.02% of the FLOPs
+    assert _shares(0.9412, 0.9265) == "94.1% -> 92.7%"
+    assert _shares(0.95, 0.95) == "95.0% -> 95.0%"

@@ -185,9 +185,9 @@ def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> st
         change = ""
         if metric in before.errors and metric in after.errors:
             change = f", {metric} {_value(metric, before.errors[metric])} -> {_value(metric, after.errors[metric])}"
+        shares = _shares(before.low_precision_flop_share, after.low_precision_flop_share)
         return (f"; repaired: +{len(result.added)} FP32 nodes (reason 'repair' in the plan), FLOPs "
-                f"{before.low_precision_flop_share:.1%} -> {after.low_precision_flop_share:.1%}{change} "
-                f"({trials} trials)")
+                f"{shares}{change} ({trials} trials)")
     best = result.best_failing
     text = (f"; repair: NO passing plan in {trials} trials (best: trial {best.trial}, {best.fp32_count} FP32 nodes, "
             f"{best.low_precision_flop_share:.1%} FLOPs low precision, {worst_text(best.worst)})")
@@ -196,6 +196,13 @@ def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> st
                        "failing trial")
     return text + (f"; Fix: widen the budget: precision.repair.max_trials={2 * max_trials} "
                    f"precision.repair.max_seconds={2 * max_seconds:g}")
+
+
+def _shares(before: float, after: float) -> str:
+    """`before -> after` as percentages, with a second decimal when one would show them equal (a
+    repair that moved 0.02% of the FLOPs read "100.0% -> 100.0%" on basic-pitch)."""
+    digits = 1 if f"{before:.1%}" != f"{after:.1%}" or before == after else 2
+    return f"{before:.{digits}%} -> {after:.{digits}%}"
 
 
 def _value(metric: str, value: float) -> str:
