@@ -96,3 +96,70 @@ def test_the_time_budget_never_skips_the_check_of_the_automatic_plan():
     assert len(result.trials) == 1 and not result.checked.passed
     assert not result.repaired and result.ended_by == "max_seconds"
     assert "precision.repair.max_seconds=2e-09" in repair_note(result, 40, 1e-9)
+
+
+def _two_matmuls():
+    """x -> MatMul(64x64) -> Relu -> MatMul(64x1024) -> y: both MatMuls add FP16 error, the second with 16x
+    the FLOPs and more error (the first's weights are exact in FP16: its input rounds, not its weights)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    small = numpy_helper.from_array(rng.normal(0, 0.125, (64, 64)).astype(np.float16).astype(np.float32), "w_small")
+    big = numpy_helper.from_array(rng.normal(0, 0.125, (64, 1024)).astype(np.float32), "w_big")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w_small"], ["h"], name="small"),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("MatMul", ["r", "w_big"], ["y"], name="big")],
+        "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 1024])], [small, big])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    feeds = [{"x": rng.normal(0, 1, (16, 64)).astype(np.float32)}]
+    return model, feeds
+
+
+def _substitution(model, feeds, bound: float | None):
+    """`_substitute` on the plan {big FP32}; with `bound` None, the rel_l2 of the three plans instead."""
+    from trtpipe.search.fp32_set import split_plan
+    from trtpipe.search.moves import SearchSteps
+    from trtpipe.search.pareto import FlopShare
+    from trtpipe.search.repair import _substitute
+    from trtpipe.search.trials import TrialRunner
+
+    net = network_from_model(model)
+    decisions, _ = plan_precision(net, precision_config(auto=NAIVE, respect_authored=False), feeds)
+    split = split_plan(net, decisions, "fp16", guard_constants=False)
+    tolerances = Tolerances.from_mapping({"cosine_min": 0.0, "rel_l2": bound if bound is not None else 1.0})
+    runner = TrialRunner(model, split.fixed_precision, split.searchable, feeds, tolerances)
+    share = FlopShare(net, split.searchable, split.fixed_low)
+    if bound is None:
+        return {tuple(sorted(plan)): runner.evaluate(frozenset(plan)).errors["rel_l2"]
+                for plan in ((), ("small",), ("big",))}
+    steps = SearchSteps(runner, 10, share, label="repair")
+    assert steps.trial(frozenset({"big"}), "given", frozenset()).passed
+    return _substitute(steps, net, split, share, frozenset({"big"}), ["big"]), steps.log
+
+
+def test_a_needed_heavy_node_is_swapped_for_a_cheaper_one_that_passes_too():
+    model, feeds = _two_matmuls()
+    errors = _substitution(model, feeds, None)
+    only_small_fp16, only_big_fp16, both = errors[("big",)], errors[("small",)], errors[()]
+    assert max(only_small_fp16, only_big_fp16) < both  # each MatMul's FP16 error counts
+    # A bound both single-FP32 plans meet: the cheaper one (the small MatMul FP32) is what is kept.
+    (state, kept), log = _substitution(model, feeds, (max(only_small_fp16, only_big_fp16) + both) / 2)
+    assert state == frozenset({"small"}) and kept == ["small"]
+    assert log[-1].step == "substitute small for big" and log[-1].passed
+    # A bound only the big MatMul in FP32 meets: the swap is tried, fails, and the plan stays.
+    assert only_small_fp16 < only_big_fp16
+    (state, kept), log = _substitution(model, feeds, (only_small_fp16 + only_big_fp16) / 2)
+    assert state == frozenset({"big"}) and kept == ["big"] and not log[-1].passed
+
+
+def test_the_stage_line_shows_a_small_change_of_flop_share():
+    from trtpipe.search.repair import _shares
+
+    assert _shares(1.0, 0.9998) == "100.00% -> 99.98%"  # basic-pitch's repair moved 0.02% of the FLOPs
+    assert _shares(0.9412, 0.9265) == "94.1% -> 92.7%"
+    assert _shares(0.95, 0.95) == "95.0% -> 95.0%"

@@ -22,8 +22,10 @@ Algorithm (deterministic: orders are topological and by FLOPs; only `max_seconds
    no plan passes: the tolerance is out of reach by the repair.
 4. Shrink: give back to low precision what the passing plan does not need, with the search's
    `release` (the heavy nodes added, largest FLOPs first, by halves of equal FLOPs; then the
-   cheap ones in topological halves, a single node refused when its release adds Casts), then
-   `confirm` against the final plan while the budget lasts.
+   cheap ones island by island, a single node refused when its release adds Casts); then
+   substitute: each heavy node still needed is tried against cheaper heavy nodes near it, the
+   first passing swap kept (`_substitute`); then `confirm` against the final plan while the
+   budget lasts.
 
 What the repair never moves: the automatic plan's FP32 nodes stay FP32 (it only adds), and
 nodes decided by user rules, kept as authored, or structure (Casts, integer paths).
@@ -59,6 +61,11 @@ from trtpipe.validate.compare import Tolerances
 
 REPAIR_FORMAT = 1
 MAX_RADIUS = 64  # edges upstream of an origin; beyond it the grow phase hands over to escalation
+# Trials of the substitution phase (`_substitute`), all needed heavy nodes together. Issue 30's T5
+# (seed 3): the first passing stand-in of the block-1 `wi_0` MatMul was the 6th nearest (trials
+# 17-22 of 40). Per node instead, U^2-Netp's two needed Convs cost 16 trials and found none: on a
+# model whose trial takes seconds the phase is a bet, so its stake is fixed.
+SUBSTITUTION_TRIALS = 8
 
 
 @dataclass
@@ -178,9 +185,9 @@ def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> st
         change = ""
         if metric in before.errors and metric in after.errors:
             change = f", {metric} {_value(metric, before.errors[metric])} -> {_value(metric, after.errors[metric])}"
+        shares = _shares(before.low_precision_flop_share, after.low_precision_flop_share)
         return (f"; repaired: +{len(result.added)} FP32 nodes (reason 'repair' in the plan), FLOPs "
-                f"{before.low_precision_flop_share:.1%} -> {after.low_precision_flop_share:.1%}{change} "
-                f"({trials} trials)")
+                f"{shares}{change} ({trials} trials)")
     best = result.best_failing
     text = (f"; repair: NO passing plan in {trials} trials (best: trial {best.trial}, {best.fp32_count} FP32 nodes, "
             f"{best.low_precision_flop_share:.1%} FLOPs low precision, {worst_text(best.worst)})")
@@ -189,6 +196,13 @@ def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> st
                        "failing trial")
     return text + (f"; Fix: widen the budget: precision.repair.max_trials={2 * max_trials} "
                    f"precision.repair.max_seconds={2 * max_seconds:g}")
+
+
+def _shares(before: float, after: float) -> str:
+    """`before -> after` as percentages, with a second decimal when one would show them equal (a
+    repair that moved 0.02% of the FLOPs read "100.0% -> 100.0%" on basic-pitch)."""
+    digits = 1 if f"{before:.1%}" != f"{after:.1%}" or before == after else 2
+    return f"{before:.{digits}%} -> {after:.{digits}%}"
 
 
 def _value(metric: str, value: float) -> str:
@@ -271,7 +285,64 @@ def _shrink(steps: SearchSteps, net: Network, split: PlanSplit, share: FlopShare
     state, _ = steps.release(state, [heavy], "release heavy", steps.max_trials, split_by_flops=True)
     islands = _islands(split.searchable, cheap, net.neighbours)
     state, _ = steps.release(state, islands, "release cheap", steps.max_trials, no_more_casts=True)
+    state, heavy = _substitute(steps, net, split, share, state, [n for n in heavy if n in state])
     return steps.confirm(state, [n for n in heavy if n in state], "confirm")
+
+
+def _substitute(steps: SearchSteps, net: Network, split: PlanSplit, share: FlopShare, state: frozenset[str],
+                needed: list[str]) -> tuple[frozenset[str], list[str]]:
+    """Each heavy node the passing plan `state` still needs, largest first: try it in low precision with
+    one cheaper heavy node FP32 instead, the nearest first; keep the first swap that passes. At most
+    `SUBSTITUTION_TRIALS` trials in all. Returns the plan and its heavy nodes added by the repair.
+
+    Why: releasing only asks whether a node can go; it never asks whether a cheaper one could do its
+    job. An FP16 error that breaks a bound by a little is often the sum of many small ones, and FP32
+    in any of several places brings it back under; the grown region hands the shrink whichever of
+    them lay within its radius. On issue 30's T5 (seed 3) that was the block-1 `wi_0` MatMul (5.9% of
+    the FLOPs); the block's `v` projection (1.5%) passes as well, and the plan went from 88.2% to
+    92.6% FLOPs low precision.
+    Decision: candidates in order of edges from the node they would replace (either direction; ties:
+    fewer FLOPs, then topological order): a stand-in works on the same signal, and nearness is the
+    one order that needs no extra trial. Only nodes with fewer FLOPs are tried, so every kept swap
+    lowers the FLOPs in FP32 and the phase cannot cycle.
+    Decision: it runs after the cheap nodes were released, against the plan that will be written:
+    whether a stand-in is enough depends on what else is FP32 (seed 3's `v` projection passes
+    against the shrunk plan and fails against the grown region's 14 cheap nodes: a few more
+    rounding steps in the sum), and the cheap release spends what budget it needs first (its
+    savings are sure; a stand-in may not exist)."""
+    topological = {name: index for index, name in enumerate(split.searchable)}
+    movable = set(split.searchable)
+    kept = list(needed)
+    until = steps.spent + SUBSTITUTION_TRIALS
+    for node in sorted(needed, key=lambda n: (-share.flops(n), topological[n])):
+        distance = _distances(net, node)
+        candidates = sorted((c for c in movable - state if share.heavy(c) and share.flops(c) < share.flops(node)
+                             and c in distance),
+                            key=lambda c: (distance[c], share.flops(c), topological[c]))
+        for candidate in candidates:
+            swapped = (state - {node}) | {candidate}
+            outcome = steps.trial(swapped, f"substitute {candidate} for {node}", state, until)
+            if outcome is None:
+                return state, kept
+            if outcome.passed:
+                state = swapped
+                kept = [candidate if n == node else n for n in kept]
+                break
+    return state, kept
+
+
+def _distances(net: Network, start: str) -> dict[str, int]:
+    """Edges from `start` to every node connected to it, either direction (breadth first)."""
+    distance, frontier = {start: 0}, [start]
+    while frontier:
+        following = []
+        for name in frontier:
+            for other in net.neighbours(name):
+                if other not in distance:
+                    distance[other] = distance[name] + 1
+                    following.append(other)
+        frontier = following
+    return distance
 
 
 def _islands(order: list[str], members: list[str], linked) -> list[list[str]]:

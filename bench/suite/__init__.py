@@ -1,0 +1,1 @@
+"""The test suite's own duration, timed the way the README runs it (see suite.py)."""
