@@ -1,9 +1,9 @@
 """Q/DQ as plan entries, from the command line (issue 31, item 1), on a ResNet quantized by ONNX Runtime.
 
 With the default config a Q/DQ model is raised to opset 19 (the stage line says why), where scales
-carry the type: the FP32-bias form (ModelOpt's) gets no Cast next to any Q/DQ; ONNX Runtime's
-INT32 bias DQs, whose scales FP16 would make subnormal, stay FP32 and each costs one Cast, named
-`subnormal scale`. A pinned opset 17 is respected and the plan says what the model does there (a
+carry the type: the FP32-bias form (ModelOpt's, and ONNX Runtime's once sanitize folded its INT32
+bias DQs) gets no Cast next to any Q/DQ; INT32 bias DQs kept (`sanitize.fold_bias_dequantize=false`),
+whose scales FP16 would make subnormal, stay FP32 and each costs one Cast, named `subnormal scale`. A pinned opset 17 is respected and the plan says what the model does there (a
 DQ outputs FP32). Everywhere the plan and the written model agree on every Q/DQ's float type, and
 no scale is stored in FP16 below FP16's normal range. Before: opset 17, 48 and 56 Casts next to
 Q/DQ, all `other`, and the plan said `fp16` for every DQ the model wrote FP32 (`none` for every Q).
@@ -24,12 +24,16 @@ FP16_MIN_NORMAL = 2.0**-14
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 PRECISION = {TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}
 # name -> (model, overrides)
-# Three pipeline runs share one module fixture (about 30 s on 2 cores): slow tier.
+# Four pipeline runs share one module fixture (about 40 s on 2 cores): slow tier.
 pytestmark = pytest.mark.slow
 # ONNX Runtime's Q/DQ nodes: 21 Q, 29 DQ (weights and activations), + 8 INT32 bias DQs.
-QDQ_NODES = {"fp32_bias": 50, "int32_bias": 58}
-RUNS = {"fp32_bias": ("fp32_bias", ()), "int32_bias": ("int32_bias", ()),
-        "int32_bias_at_17": ("int32_bias", ("upgrade_opset.target=17",))}
+# ONNX Runtime's model as a user has it: sanitize folds its INT32 bias DQs (sanitize.fold_bias_dequantize),
+# which leaves it in ModelOpt's form. The runs whose subject is the INT32 bias DQ itself turn the fold off.
+KEEP_BIAS_DQ = "sanitize.fold_bias_dequantize=false"
+RUNS = {"fp32_bias": ("fp32_bias", ()), "int32_bias_folded": ("int32_bias", ()),
+        "int32_bias": ("int32_bias", (KEEP_BIAS_DQ,)),
+        "int32_bias_at_17": ("int32_bias", (KEEP_BIAS_DQ, "upgrade_opset.target=17"))}
+MODEL_QDQ = {"fp32_bias": 50, "int32_bias_folded": 50, "int32_bias": 58, "int32_bias_at_17": 58}
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +83,11 @@ def test_a_qdq_model_is_raised_to_opset_19_unless_pinned(runs):
     assert _written(pinned).opset_import[0].version == 17
 
 
-def test_no_cast_next_to_qdq_at_opset_19(runs):
-    run = runs["fp32_bias"]
+@pytest.mark.parametrize("name", ["fp32_bias", "int32_bias_folded"])
+def test_no_cast_next_to_qdq_at_opset_19(runs, name):
+    run = runs[name]
     written = _written(run)
-    assert sum(n.op_type in QDQ for n in written.graph.node) == QDQ_NODES["fp32_bias"]
+    assert sum(n.op_type in QDQ for n in written.graph.node) == MODEL_QDQ[name]
     assert _casts_next_to_qdq(written) == []
     assert _plan(run)["totals"]["casts_by_reason"] == {}
     assert "DequantizeLinear planned" not in run.stdout + run.stderr
@@ -108,7 +113,7 @@ def test_the_plan_and_the_model_agree_on_every_qdq_type(runs, name):
     found = {n.name: (planned[n.name], PRECISION.get(types.get(n.output[0] if n.op_type == "DequantizeLinear"
                                                                  else n.input[0])))
              for n in written.graph.node if n.op_type in QDQ}
-    assert len(found) == QDQ_NODES[RUNS[name][0]]
+    assert len(found) == MODEL_QDQ[name]
     assert {name: pair for name, pair in found.items() if pair[0] != pair[1]} == {}
 
 
