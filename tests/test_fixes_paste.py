@@ -350,8 +350,8 @@ PROSE = {
     'nothing to reduce': REDUCE,
     'trtpipe/reduce/failing_run.py:read_failing_run: run {}: no output of the emulated candidate breaks a bound when '
     'run again here': REDUCE,
-    'trtpipe/reduce/failing_run.py:_path_of_digest: run {} lacks the model file its validate stage read (sha256 {}…)':
-        REDUCE,
+    'trtpipe/reduce/failing_run.py:_path_of_digest: run {} lacks the model file its validate stage read (sha256 {}…), '
+    'in its folder and in its recorded cache': REDUCE,
     'trtpipe/verify.py:_check_model_path: {} {} does not exist': VERIFY,
     'trtpipe/verify.py:_check_model_path: {} {} cannot be read ({})': VERIFY,
     'trtpipe/verify.py:_check_model_path: {} {} is a symbolic link to nothing': VERIFY,
