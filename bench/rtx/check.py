@@ -23,7 +23,7 @@ built with every node as planned, or when the real parser (or, the model parsed,
 refused it and trtpipe's own op check had refused it first naming the same op (issue 23; a
 builder's line names no op: it is attributed by trtpipe/trt/parser/builder_limits.py, when
 the line carries a measured limit's signature and the model holds a node under that limit). Exit 0 when every model counts,
-1 otherwise, 2 when the oracle cannot run (no wheel, no root, no gcc).
+1 otherwise, 2 when the oracle cannot run (no wheel, no namespaces: bench/rtx/sandbox.py, no gcc).
 The full run (no selection) writes its table to bench/rtx/RTX.md (`--markdown`).
 """
 from __future__ import annotations
@@ -265,9 +265,9 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", type=Path,
                         help=f"write the table here (default: {MARKDOWN.relative_to(REPO)} on a full run; '-': none)")
     args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        print("rtx: needs root (unshare -m shows the fake GPU in a private mount namespace); "
-              "run as root, as CI does", file=sys.stderr)
+    problem = sandbox.unavailable()
+    if problem:
+        print(f"rtx: cannot show the fake GPU: {problem}", file=sys.stderr)
         return 2
     if args.ops is not None:
         from bench.rtx import ops
