@@ -108,3 +108,21 @@ def test_the_last_parse_of_a_node_is_the_one_kept():
         stamp + "b/relu [Relu] inputs: [t -> (4)[HALF]], ",
         stamp + "b/relu [Relu] outputs: [u -> (4)[HALF]], "]))
     assert log.nodes["b/relu"].inputs == [("t", "HALF")] and log.nodes["b/relu"].outputs == [("u", "HALF")]
+
+
+def test_an_authored_cast_the_plan_records_as_removed_is_no_finding_and_an_unrecorded_one_is_absent():
+    """The precision stage removes redundant authored Casts and records them (redundant_casts.py's
+    record_removals): listed in `nodes`, absent from the model by design. Without that record a
+    plan node missing from the model is `absent`, and the oracle counts it as not as planned."""
+    plan = json.loads((DATA / "all_fp16" / "precision_plan.json").read_text())
+    plan["nodes"].append({"name": "x/authored_cast", "op_type": "Cast", "precision": "keep",
+                          "reason": "Cast: removed (a Cast to the type its input has)"})
+    model = onnx.load(str(DATA / "all_fp16" / "model.onnx"), load_external_data=False)
+    log = parser_log.read((DATA / "all_fp16" / "parser.log").read_text())
+    unrecorded = parser_audit(plan, model, log, {})
+    assert unrecorded["findings"]["absent"] == ["x/authored_cast"]
+    plan["redundant_casts"] = {"count": 1, "authored": 1, "casts": [
+        {"name": "x/authored_cast", "graph": "g", "reason": "a Cast to the type its input has", "authored": True}]}
+    recorded = parser_audit(plan, model, log, {})
+    assert not any(recorded["findings"].values()) and recorded["totals"]["removed"] == 1
+    assert recorded["rows"][-1]["verdict"] == "removed"

@@ -19,6 +19,9 @@ Decisions:
     so it is a finding, never a pass.
   - `initializer`: a Constant; ONNX Runtime hands it to the EP as an initializer, so the parser
     logs no node; its type is checked where a node reads it. Not a finding.
+  - `removed`: an authored Cast the precision stage removed as redundant, by the plan's own
+    record (`redundant_casts`); the model does not hold it. Not a finding. (Found by the oracle:
+    the built-in mixed_precision model and silero_vad list such Casts.)
 - A log with no per-node line at all is an error (`error`), never "0 violations": then nothing
   was audited (the build stage fails on it).
 - `violations` keeps its meaning (the planned-FP32 nodes typed lower, as the TensorRT engine
@@ -44,10 +47,12 @@ NO_NODE_LINES = ("the TensorRT-RTX parser's log holds no per-node line (`[Op] in
 
 def parser_audit(plan: Mapping, model, log: ParserLog, facts: Mapping) -> dict:
     """The audit document. `model`: the ONNX the EP compiled (loaded without weights)."""
-    from trtpipe.trt.rtx.plan_compare import model_nodes, opsets, written_types
+    from trtpipe.trt.rtx.plan_compare import model_nodes, opsets, removed_casts, written_types
 
     types, opset, nodes = written_types(model), opsets(model), model_nodes(model)
-    rows = [_row(entry, nodes.get(entry["name"]), log, types, opset) for entry in plan.get("nodes", [])]
+    gone = removed_casts(plan)
+    rows = [_row(entry, nodes.get(entry["name"]), log, types, opset, entry["name"] in gone)
+            for entry in plan.get("nodes", [])]
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
@@ -66,7 +71,7 @@ def parser_audit(plan: Mapping, model, log: ParserLog, facts: Mapping) -> dict:
     return document
 
 
-def _row(entry: Mapping, found, log: ParserLog, types: dict, opset: dict) -> dict:
+def _row(entry: Mapping, found, log: ParserLog, types: dict, opset: dict, removed: bool) -> dict:
     from trtpipe.trt.rtx.plan_compare import PLANNED, type_problems
 
     name, precision = entry["name"], entry.get("precision", "")
@@ -78,6 +83,9 @@ def _row(entry: Mapping, found, log: ParserLog, types: dict, opset: dict) -> dic
     if entry.get("op_type") == "Constant" or (found and found[0].op_type == "Constant"):
         return {**row, "verdict": "initializer",
                 "evidence": "a Constant: ONNX Runtime hands it to the EP as an initializer (checked where it is read)"}
+    if found is None and removed:
+        return {**row, "verdict": "removed", "evidence": "an authored Cast the precision stage removed as redundant "
+                                                          "(precision_plan.json's redundant_casts)"}
     if found is None:
         return {**row, "verdict": "absent", "evidence": "not in the compiled model"}
     if logged is None:

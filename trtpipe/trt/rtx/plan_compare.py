@@ -45,6 +45,7 @@ class Comparison:
     as_planned: int = 0
     in_bodies: int = 0               # of `planned`, nodes inside If/Loop/Scan bodies
     not_in_model: int = 0            # plan nodes the model does not hold (a disagreement each)
+    removed: int = 0                 # authored Casts the plan records as removed (redundant_casts)
     no_node_lines: bool = False      # the log holds no per-node line: nothing could be compared
     inserted: int = 0                # nodes in the model but not in the plan (Casts)
     inserted_as_written: int = 0
@@ -88,6 +89,14 @@ def written_types(model: onnx.ModelProto) -> dict[str, str]:
                     if a.name == "value":
                         types[n.output[0]] = _type_name(a.t.data_type)
     return types
+
+
+def removed_casts(plan: dict) -> set[str]:
+    """The authored Casts the precision stage removed as redundant, by the plan's own record
+    (`redundant_casts`, trtpipe/precision/materialize/redundant_casts.py): listed in `nodes`,
+    absent from the model by design."""
+    record = plan.get("redundant_casts") or {}
+    return {cast["name"] for cast in record.get("casts", []) if cast.get("authored")}
 
 
 def model_nodes(model: onnx.ModelProto) -> dict[str, tuple[onnx.NodeProto, str]]:
@@ -138,10 +147,13 @@ def compare(plan_path: Path, model_path: Path, log: ParserLog) -> Comparison:
     types = written_types(model)
     nodes = model_nodes(model)
     result = Comparison(no_node_lines=not log.nodes)
-    plan_names = set()
+    plan_names, gone = set(), removed_casts(plan)
     for entry in plan["nodes"]:
         name, precision = entry["name"], entry["precision"]
         plan_names.add(name)
+        if name not in nodes and name in gone:
+            result.removed += 1
+            continue
         if name not in nodes:
             # The plan describes precision/model.onnx, bodies included: a node it lists that the
             # model does not hold is a disagreement, not a node to skip.
