@@ -12,8 +12,9 @@ Mutations (`MUTATIONS`), each only where it changes the recorded run:
   `exit_code`: a manifest without them is the shape one written before they were recorded, and
   verify compares them only where recorded (trtpipe/verify.py `_compare_outcome`, a decision of
   issue 32 item 2; the stage records' statuses still carry the outcome). The first recorded run
-  of this kind (seed 1, 1,000 cases) removed them too: its 11 "defects" were exactly these two
-  removals (an exhaustive run of every removal, wrong type, flip and outside path showed no other).
+  of this kind (seed 1, 1,000 cases; bench/fuzz/results.json of commit 2f0dab9) removed them too:
+  its 11 "defects" were exactly these two removals (an exhaustive run of every removal, wrong
+  type, flip and outside path showed no other); seed 1 was then run again as the kind is now.
 - flip: an outcome changed: a stage's status to another outcome (`ran` and `cached` are the
   same outcome, so never between them), the run's status, its exit code.
 - sha: one hex digit of a recorded sha256 or key changed.
