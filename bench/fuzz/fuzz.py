@@ -1,7 +1,10 @@
 """`python -m bench.fuzz --cases N [--kind KIND[,KIND...]|all] [--seed S] [--mutation NAME ...]`:
 the fuzzer of tests/fuzz/ run longer, outside pytest (issue 13 item 12, issue 22).
 
-Kinds: manifest, cache, override, graph (Hypothesis, in-process) and the scenario kinds fs
+Kinds: manifest, cache, override, graph (Hypothesis, in-process), verify (Hypothesis, in-process:
+hostile manifests and run directories given to trtpipe-verify, bench/fuzz/fuzz_verify.py; a
+rebuild per case that passes the checks, so it is named explicitly like the scenario kinds and
+is not part of `all`) and the scenario kinds fs
 (the file system around a real run: links, hard links, FIFOs, devices, corrupt external-data
 fields, the cache layout, run directories) and sweep (multiruns with failing, killed and
 interrupted jobs), bench/fuzz/fuzz_scenarios.py.
@@ -42,6 +45,7 @@ from pathlib import Path
 
 KINDS = ("manifest", "cache", "override", "graph")
 SCENARIOS = ("fs", "sweep")
+EXTRA = ("verify",)   # in-process, named explicitly (not in `all`), recorded as a group of its own
 SHARE = {"graph": 0.02, "override": 0.15, "manifest": 0.2, "cache": 0.63}
 
 
@@ -54,6 +58,11 @@ def strategy_and_check(kind: str, root: Path):
         return fc.cache_records(fc.genuine_record(root / "base")), fc.check_cache_record
     if kind == "override":
         return fc.override_lists(fc.schema_keys()), fc.check_overrides
+    if kind == "verify":
+        from bench.fuzz import fuzz_verify as fv
+
+        fv.recorded_run(root)
+        return fv.cases(), fv.check_verify
     from bench.fuzz import fuzz_graphs as fg
 
     return fg.mutated_models(), fg.check_graph
@@ -117,7 +126,7 @@ def print_categories(report: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=1000, help="cases in total (split by cost with --kind all)")
-    parser.add_argument("--kind", default="all", help=f"all, or a comma list of {', '.join(KINDS + SCENARIOS)}")
+    parser.add_argument("--kind", default="all", help=f"all, or a comma list of {', '.join(KINDS + EXTRA + SCENARIOS)}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mutation", action="append", default=[],
                         help="fs/sweep: only these mutations (repeatable; default every one, in turn)")
@@ -130,9 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         record_logs(args.record_log)
         return 0
     kinds = [k.strip() for k in args.kind.split(",") if k.strip()]
-    unknown = [k for k in kinds if k not in (*KINDS, *SCENARIOS, "all")]
+    unknown = [k for k in kinds if k not in (*KINDS, *EXTRA, *SCENARIOS, "all")]
     if unknown:
-        parser.error(f"unknown kind(s) {unknown}; choose from all, {', '.join(KINDS + SCENARIOS)}")
+        parser.error(f"unknown kind(s) {unknown}; choose from all, {', '.join(KINDS + EXTRA + SCENARIOS)}")
     if args.mutation:
         from bench.fuzz.fuzz_scenarios import ITEMS
 
@@ -186,7 +195,7 @@ def record(reports: list[dict], seed: int) -> None:
                         f"{run}.seconds": round(report["seconds"], 1)})
         if report.get("load") is not None:
             figures[f"{run}.load_1min"] = round(report["load"], 2)
-    for kind in (*KINDS, *SCENARIOS):
+    for kind in (*KINDS, *EXTRA, *SCENARIOS):
         runs = sorted({key.rsplit(".", 1)[0] for key in figures if key.startswith(f"runs.{kind}.seed")})
         if not runs:
             continue
@@ -217,7 +226,7 @@ def record_logs(paths: list[Path]) -> None:
     for path in paths:
         pending: list[dict] = []
         for line in path.read_text(errors="replace").splitlines():
-            if (found := re.match(SUMMARY, line)) and found.group(1) in (*KINDS, *SCENARIOS):
+            if (found := re.match(SUMMARY, line)) and found.group(1) in (*KINDS, *EXTRA, *SCENARIOS):
                 pending.append({"kind": found.group(1), "cases": int(found.group(2)),
                                 "defects": [None] * int(found.group(3)), "seconds": float(found.group(4))})
             elif (total := re.match(TOTAL, line)) and pending:

@@ -16,12 +16,14 @@ libraries) compiles precision/model.onnx with the EP; the parent reads the parse
 per-node types from the captured log (trtpipe/trt/rtx/parser_log.py) and compares them with
 precision_plan.json (trtpipe/trt/rtx/plan_compare.py). Prints per model: parsed / built /
 refused (the parser's reason), engine generation and compile seconds, "N/N node types as
-planned"; last line `rtx: P/N models built, types as planned`. A model counts in P when it
+planned (B in If/Loop/Scan bodies)" (every plan node, bodies included; a plan node the model or the
+parser's log lacks is a disagreement, and a log with no per-node line compares nothing and never
+counts); last line `rtx: P/N models built, types as planned`. A model counts in P when it
 built with every node as planned, or when the real parser (or, the model parsed, the builder)
 refused it and trtpipe's own op check had refused it first naming the same op (issue 23; a
 builder's line names no op: it is attributed by trtpipe/trt/parser/builder_limits.py, when
 the line carries a measured limit's signature and the model holds a node under that limit). Exit 0 when every model counts,
-1 otherwise, 2 when the oracle cannot run (no wheel, no root, no gcc).
+1 otherwise, 2 when the oracle cannot run (no wheel, no namespaces: bench/rtx/sandbox.py, no gcc).
 The full run (no selection) writes its table to bench/rtx/RTX.md (`--markdown`).
 """
 from __future__ import annotations
@@ -67,7 +69,10 @@ class ModelResult:
     @property
     def as_planned(self) -> bool:
         c = self.comparison
-        return (self.verdict == "built" and c is not None and c.as_planned == c.planned
+        # Every plan node, If/Loop/Scan bodies included, in the model and typed as planned; a log
+        # without per-node lines compares nothing, so it never counts (issue 32, items 15 and 16).
+        return (self.verdict == "built" and c is not None and not c.no_node_lines and c.planned > 0
+                and c.as_planned == c.planned and not c.not_in_model
                 and c.inserted_as_written == c.inserted and not self.outside_ep)
 
     @property
@@ -93,8 +98,11 @@ class ModelResult:
             return f"{self.recipe:26s} {self.verdict}: {self.reason[:300]}{told}"
         c = self.comparison
         engine = f"{self.engine_seconds:.2f}s" if self.engine_seconds is not None else "?"
+        if c is None or c.no_node_lines:
+            return (f"{self.recipe:26s} parsed, built  engine {engine}  compile {self.compile_seconds:.2f}s  "
+                    "NOT compared: the parser's log holds no per-node line")
         return (f"{self.recipe:26s} parsed, built  engine {engine}  compile {self.compile_seconds:.2f}s  "
-                f"{c.as_planned}/{c.planned} node types as planned, "
+                f"{c.as_planned}/{c.planned} node types as planned ({c.in_bodies} in If/Loop/Scan bodies), "
                 f"{c.inserted_as_written}/{c.inserted} inserted Casts as written"
                 + ("" if self.cpu_only else "  (no 'CPU-only mode' line)")
                 + (f"  NOT on the EP: {', '.join(self.outside_ep)}" if self.outside_ep else ""))
@@ -159,7 +167,7 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
         # The whole graph on the EP: the compiled model holds only EPContext nodes.
         compiled = onnx.load(str(out), load_external_data=False)
         result.outside_ep = [n.op_type for n in compiled.graph.node if n.op_type != "EPContext"]
-    if log.nodes:
+    if log.nodes or result.verdict == "built":   # a built model with no node lines: compared, and says so
         result.comparison = plan_compare.compare(plan, model, log)
     return result
 
@@ -257,9 +265,9 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", type=Path,
                         help=f"write the table here (default: {MARKDOWN.relative_to(REPO)} on a full run; '-': none)")
     args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        print("rtx: needs root (unshare -m shows the fake GPU in a private mount namespace); "
-              "run as root, as CI does", file=sys.stderr)
+    problem = sandbox.unavailable()
+    if problem:
+        print(f"rtx: cannot show the fake GPU: {problem}", file=sys.stderr)
         return 2
     if args.ops is not None:
         from bench.rtx import ops

@@ -12,7 +12,10 @@ def _types(r) -> str:
     c = r.comparison
     if c is None:
         return ""
-    return f"{c.as_planned}/{c.planned}" + (f" (+{c.inserted_as_written}/{c.inserted} Casts)" if c.inserted else "")
+    if c.no_node_lines:
+        return "none compared (no per-node line in the log)"
+    return (f"{c.as_planned}/{c.planned}" + (f", {c.in_bodies} in bodies" if c.in_bodies else "")
+            + (f" (+{c.inserted_as_written}/{c.inserted} Casts)" if c.inserted else ""))
 
 
 def _verdict(r) -> str:
@@ -57,7 +60,8 @@ def markdown(results, target: str, seconds: float, repo: Path) -> str:
            "build stage's op check runs, then the build defers: no TensorRT here), then precision/model.onnx "
            "compiled ahead of time by the TensorRT-RTX EP. `types as planned`: plan nodes whose input and "
            "output element types, as the parser logged them, are those precision_plan.json implies "
-           "(trtpipe/trt/rtx/plan_compare.py); Casts trtpipe inserted are checked against their written types. "
+           "(trtpipe/trt/rtx/plan_compare.py), If/Loop/Scan body nodes included (`N in bodies`); a plan node the "
+           "model or the parser's log lacks is not as planned; Casts trtpipe inserted are checked against their written types. "
            "`engine s`: TensorRT-RTX's engine generation; `compile s`: the whole EP compile. "
            "A refused model counts only when trtpipe's own op check refused it first, naming the same op. "
            "A model the parser took whose engine the builder did not build is `parsed, refused by the builder`, "

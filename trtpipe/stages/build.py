@@ -46,7 +46,7 @@ ENGINE, LAYER_INFO, AUDIT, TRTEXEC, LOG, TABLE = (
 class BuildEngine(Stage):
     name = "build"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "9"
+    version = "10"
     consumes = ("model", "plan")
     # Always; engine, layer_info, audit, build_log when an engine was built.
     produces = ("trtexec", "parser_support")

@@ -88,18 +88,39 @@ def _built(result, plan: Mapping, model, config: Mapping, target: str, out_dir: 
     facts = backend.key_facts(target)
     document = parser_audit(plan, model, log, facts)
     (out_dir / AUDIT).write_text(json.dumps(document, indent=2) + "\n")
-    (out_dir / TABLE).write_text(audit_table(document["rows"]))
-    violations = document["violations"]
+    (out_dir / TABLE).write_text(audit_table(document))
+    return _verdict(document, log, config, target, facts)
+
+
+def _verdict(document: Mapping, log, config: Mapping, target: str, facts: Mapping) -> StageOutcome:
+    """The stage's outcome from the audit (trtpipe.trt.rtx.audit). Decisions:
+    - A log without per-node lines fails the stage whatever `build.audit` says: nothing was
+      audited, and "0 violations" would be a pass nobody checked (issue 32, item 16).
+    - `build.audit=error` fails on `violation` (planned FP32 typed lower), `mismatch` and `absent`
+      (a node whose precision nothing shows); `widened` (planned FP16 parsed FLOAT: slower, as
+      accurate) is reported in the summary, never a failure: the engine keeps the plan's accuracy.
+    """
+    from trtpipe.trt.rtx.audit import FINDINGS, MEANING
+
+    findings = document["findings"]
     failed = None
-    if violations and config["audit"] == "error":
-        failed = (f"precision audit: the TensorRT-RTX parser typed {len(violations)} node(s) the plan keeps FP32 "
-                  f"in low precision ({', '.join(violations[:5])}"
-                  f"{f' and {len(violations) - 5} more' if len(violations) > 5 else ''}); every one is in build/{AUDIT}")
+    if document.get("error"):
+        failed = f"precision audit: {document['error']}"
+    elif config["audit"] == "error":
+        failing = [(kind, findings[kind]) for kind in ("violation", "mismatch", "absent") if findings[kind]]
+        if failing:
+            failed = ("precision audit: " + "; ".join(
+                f"{len(nodes)} {kind} node(s), {MEANING[kind]} ({', '.join(nodes[:5])}"
+                f"{f' and {len(nodes) - 5} more' if len(nodes) > 5 else ''})" for kind, nodes in failing)
+                + f"; every one is in build/{AUDIT}")
+    totals = document["totals"]
+    found = ", ".join(f"{len(findings[kind])} {kind}" for kind in FINDINGS if findings[kind])
     engine = f"engine generated in {log.engine_seconds:.2f}s" if log.engine_seconds is not None else "engine built"
     return StageOutcome(
         outputs={"engine": ENGINE, "audit": AUDIT, "trtexec": TRTEXEC, "build_log": LOG},
         summary=f"TensorRT-RTX {facts['tensorrt_rtx']} (EP {facts['ep']}) for {target}: EPContext model, {engine}; "
-                f"audit: {len(document['rows'])} FP32 nodes, {len(violations)} violation(s)",
+                f"audit: {totals['audited']} plan nodes ({totals['in_bodies']} in bodies), "
+                f"{totals.get('ok', 0)} as planned" + (f", {found}" if found else ""),
         details={"environment": facts, "audit": document["totals"]},
         console_file=TABLE,
         failed=failed,

@@ -82,12 +82,14 @@ def read(text: str) -> ParserLog:
         continuing = False
         found = _NODE_LINE.search(line)
         if found:
-            entry = nodes.setdefault(found["node"], NodeTypes(found["op"]))
             tensors = [(t["name"], t["type"]) for t in _TENSOR.finditer(found["rest"])]
-            # A node inside a Loop/If body may be parsed more than once: keep the first.
-            target = entry.inputs if found["side"] == "inputs" else entry.outputs
-            if not target:
-                target.extend(tensors)
+            # The EP parses the model more than once (each If/Loop body alone while it decides what
+            # it claims, then the whole model, twice): the last parse is the network the builder
+            # got, so a node's "inputs" line starts its record afresh and its "outputs" line ends it.
+            if found["side"] == "inputs":
+                nodes[found["node"]] = NodeTypes(found["op"], tensors)
+            else:
+                nodes.setdefault(found["node"], NodeTypes(found["op"])).outputs = tensors
             after_last_node = len(refusals)
             continue
         seconds = _ENGINE_SECONDS.search(line)
