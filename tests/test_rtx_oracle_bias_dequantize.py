@@ -1,6 +1,7 @@
 """The real TensorRT-RTX 1.7.1 builder on ONNX Runtime's QDQ format, before and after sanitize folds its
 INT32 bias DequantizeLinears (issue 31 item 3; bench/rtx's oracle, so `pytest -m rtx`: it needs a
-sandbox that hides the GPU driver (root or a user namespace) and the pinned wheel, and FAILS with the reason when one is missing, as tests/test_rtx_oracle.py says).
+sandbox that hides the GPU driver (root or a user namespace) and the pinned wheel, and FAILS with the
+reason when one is missing, as tests/test_rtx_oracle.py says).
 
 Measured here on a two-Conv + Gemm model quantized by `quantize_static` (symmetric INT8, per channel):
 the source model's engine build imports its bias *and weight* DequantizeLinears as FP32 constants
