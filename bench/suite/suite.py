@@ -35,7 +35,9 @@ def run_tier(name: str) -> dict:
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in COUNTS.findall(summary)}
     if done.returncode != 0:
-        raise SystemExit(f"bench.suite: tier {name!r} did not pass (exit {done.returncode}): {summary}")
+        failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        raise SystemExit(f"bench.suite: tier {name!r} did not pass (exit {done.returncode}): {summary}\n"
+                         + "\n".join(failed))
     return {"wall_s": round(wall, 1), "wall_min": round(wall / 60, 1), "passed": counts.get("passed", 0),
             "skipped": counts.get("skipped", 0), "deselected": counts.get("deselected", 0),
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
