@@ -236,7 +236,7 @@ def check_cache_record(text: str, workdir: Path) -> str | None:
         result = ArtifactCache(root).get_or_compute("sanitize", MATERIAL, _write("rebuilt"), required=("model",))
         publisher = RunDirPublisher(run_dir)
         publisher.publish(result.entry, "sanitize")
-        publisher.wait()
+        publisher.finish(succeeded=True)
         again = ArtifactCache(root).get_or_compute("sanitize", MATERIAL, _write("third"), required=("model",))
     except UserError:
         return None

@@ -76,6 +76,25 @@ def wild_subjects(names: list[str] | None = None) -> list[Subject]:
             for m in models]
 
 
+def _place_left_in_cache(run: Path) -> None:
+    """A failed run (exit 2 at the build's op check: the oracle compiles its model all the same) leaves
+    its models in the cache (docs/cache.md): copy the precision stage's into the run directory."""
+    import shutil
+
+    from trtpipe.cache.recorded import artifact_in_recorded_cache
+
+    target, manifest_path = run / "precision" / "model.onnx", run / "manifest.json"
+    if target.is_file() or not manifest_path.is_file():
+        return
+    manifest = json.loads(manifest_path.read_text())
+    precision = next((s for s in manifest.get("stages", []) if s.get("name") == "precision"), None)
+    digest = (((precision or {}).get("outputs") or {}).get("model") or {}).get("sha256")
+    found = artifact_in_recorded_cache(manifest, digest) if digest else None
+    if found is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(found, target)
+
+
 def run_trtpipe(subject: Subject, work: Path) -> TrtpipeRun:
     """trtpipe's CLI up to the build stage; raises RuntimeError when no precision output exists."""
     run = work / "run"
@@ -87,6 +106,7 @@ def run_trtpipe(subject: Subject, work: Path) -> TrtpipeRun:
         cmd.append(f"model.path={subject.model_path}")
     cmd.extend(subject.overrides)
     done = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    _place_left_in_cache(run)
     if not (run / "precision" / "model.onnx").is_file():
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"trtpipe exit {done.returncode}: {tail[0]}")

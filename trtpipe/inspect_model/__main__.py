@@ -2,4 +2,5 @@
 
 from trtpipe.inspect_model.command import main
 
-main()
+if __name__ == "__main__":  # importing the module (tests/trt/test_seam.py imports every one) runs nothing
+    main()

@@ -127,30 +127,10 @@ def _path_of_digest(run_dir: Path, manifest: dict, digest: str) -> Path:
         for entry in (stage.get("outputs") or {}).values():
             if entry.get("sha256") == digest and (run_dir / entry["path"]).is_file():
                 return run_dir / entry["path"]
-    found = _in_recorded_cache(manifest, digest)
+    from trtpipe.cache.recorded import artifact_in_recorded_cache
+
+    found = artifact_in_recorded_cache(manifest, digest)
     if found is not None:
         return found
     raise UserError(f"run {run_dir} lacks the model file its validate stage read (sha256 {digest[:12]}…), "
                     "in its folder and in its recorded cache", "run trtpipe-verify on it, or run the pipeline again")
-
-
-def _in_recorded_cache(manifest: dict, digest: str) -> Path | None:
-    from trtpipe.cache.hashing import artifact_digest
-
-    cache_dir = ((manifest.get("config") or {}).get("cache") or {}).get("dir")
-    if not isinstance(cache_dir, str):
-        return None
-    for stage in manifest["stages"]:
-        key = stage.get("key")
-        kinds = [kind for kind, entry in (stage.get("outputs") or {}).items() if entry.get("sha256") == digest]
-        if not kinds or not isinstance(key, str) or not key.isalnum():
-            continue
-        folder = Path(cache_dir).expanduser() / "entries" / str(stage.get("name")) / key
-        try:
-            record = json.loads((folder / "entry.json").read_text())
-            file = folder / record["outputs"][kinds[0]]["file"]
-            if Path(file.name) == Path(record["outputs"][kinds[0]]["file"]) and artifact_digest(file) == digest:
-                return file
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
