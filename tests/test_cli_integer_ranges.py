@@ -7,13 +7,13 @@ token ids and token types index embedding tables, the attention mask is cast and
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.cli_helpers import run_trtpipe
+from tests.models.attention_mask import mask_bias_weights, masked_add_nodes
 from tests.test_cli_dynamic_inputs import pasted_fixes
 
 STAGES = "stages=[sanitize,upgrade_opset,precision,validate]"
@@ -27,18 +27,12 @@ def encoder_model() -> onnx.ModelProto:
             for name in ("input_ids", "token_type_ids", "attention_mask")]
     weights = [numpy_helper.from_array(rng.randn(VOCAB, WIDTH).astype(np.float32), "word_embeddings"),
                numpy_helper.from_array(rng.randn(TYPES, WIDTH).astype(np.float32), "type_embeddings"),
-               numpy_helper.from_array(np.array([2], np.int64), "axis2"),
-               numpy_helper.from_array(np.array(1.0, np.float32), "one"),
-               numpy_helper.from_array(np.array(-1e4, np.float32), "big")]
+               *mask_bias_weights()]
     nodes = [
         helper.make_node("Gather", ["word_embeddings", "input_ids"], ["words"], name="embed_words"),
         helper.make_node("Gather", ["type_embeddings", "token_type_ids"], ["types"], name="embed_types"),
         helper.make_node("Add", ["words", "types"], ["hidden"], name="add_embeddings"),
-        helper.make_node("Unsqueeze", ["attention_mask", "axis2"], ["mask3"], name="unsqueeze_mask"),
-        helper.make_node("Cast", ["mask3"], ["maskf"], name="cast_mask", to=TensorProto.FLOAT),
-        helper.make_node("Sub", ["one", "maskf"], ["inverted"], name="invert_mask"),
-        helper.make_node("Mul", ["inverted", "big"], ["bias"], name="mask_bias"),
-        helper.make_node("Add", ["hidden", "bias"], ["y"], name="masked"),
+        *masked_add_nodes("attention_mask", "hidden", "y"),
     ]
     graph = helper.make_graph(nodes, "encoder", ints, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                                                     [1, SEQ, WIDTH])], weights)

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.cli_helpers import run_trtpipe
+from tests.models.attention_mask import mask_bias_weights, masked_add_nodes
 
 VOCAB, WIDTH = 40, 8
 NO_BUILD = "stages=[sanitize,upgrade_opset,precision,validate]"
@@ -31,16 +32,10 @@ def dynamic_encoder(dims=("batch", "sequence")) -> onnx.ModelProto:
                 dim.dim_param = name
     weights = [numpy_helper.from_array(rng.randn(VOCAB, WIDTH).astype(np.float32), "word_embeddings"),
                numpy_helper.from_array(rng.randn(WIDTH, WIDTH).astype(np.float32), "dense"),
-               numpy_helper.from_array(np.array([2], np.int64), "axis2"),
-               numpy_helper.from_array(np.array(1.0, np.float32), "one"),
-               numpy_helper.from_array(np.array(-1e4, np.float32), "big")]
+               *mask_bias_weights()]
     nodes = [
         helper.make_node("Gather", ["word_embeddings", "input_ids"], ["words"], name="embed_words"),
-        helper.make_node("Unsqueeze", ["attention_mask", "axis2"], ["mask3"], name="unsqueeze_mask"),
-        helper.make_node("Cast", ["mask3"], ["maskf"], name="cast_mask", to=TensorProto.FLOAT),
-        helper.make_node("Sub", ["one", "maskf"], ["inverted"], name="invert_mask"),
-        helper.make_node("Mul", ["inverted", "big"], ["bias"], name="mask_bias"),
-        helper.make_node("Add", ["words", "bias"], ["masked"], name="masked"),
+        *masked_add_nodes("attention_mask", "words", "masked"),
         helper.make_node("MatMul", ["masked", "dense"], ["y"], name="dense"),
     ]
     output = helper.make_tensor_value_info("y", TensorProto.FLOAT, [dims[0], dims[1], WIDTH])

@@ -71,10 +71,16 @@ def test_a_signal_mid_stage_records_interrupted_and_the_rerun_hits_the_cache(tmp
     assert rerun.manifest["stages"][0]["outputs"] == manifest["stages"][0]["outputs"]
 
 
+# The victim is a Python program started from a terminal: Ctrl-C raises KeyboardInterrupt. Set, not
+# inherited: a background job of a non-interactive shell (`pytest ... &` in a script, some CI
+# runners) starts with SIGINT ignored, Python then keeps it ignored, and the run ends 0 untouched
+# (the test failed that way in suites started in the background, passed in the foreground).
 API_SCRIPT = """
 import logging
+import signal
 import sys
 import trtpipe.api as api
+signal.signal(signal.SIGINT, signal.default_int_handler)
 logging.getLogger("trtpipe").setLevel(logging.INFO)  # the test watches trtpipe.log for the stage line
 try:
     api.run(sys.argv[2:], run_dir=sys.argv[1])

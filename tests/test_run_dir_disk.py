@@ -14,44 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
+from bench.disk.disk import unique_bytes, write_chain
 from tests.cli_helpers import cache_entries, run_trtpipe
 
 NO_BUILD = "stages=[sanitize,upgrade_opset,precision]"
 DATA = "+data.inputs.x={low:-1,high:1,dtype:float32}"
 BOUND = 1.6  # docs/cache.md: run directory + cache <= 1.6x the source for the default pipeline
-
-
-def matmul_chain(path: Path, width: int, layers: int) -> Path:
-    """y = x @ W0 @ W1 ..., x [1, width], float32 weights inline: width=2048, layers=7 is 117 MB."""
-    rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32),
-                                       f"W{i}") for i in range(layers)]
-    names = ["x"] + [f"h{i}" for i in range(layers - 1)] + ["y"]
-    nodes = [helper.make_node("MatMul", [names[i], f"W{i}"], [names[i + 1]], name=f"mm{i}") for i in range(layers)]
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(path))
-    return path
-
-
-def disk_bytes(*roots: Path) -> int:
-    """Bytes of the regular files under `roots`, each inode once (a hard link costs nothing)."""
-    sizes = {}
-    for root in roots:
-        for folder, _, names in os.walk(root):
-            for name in names:
-                info = os.lstat(os.path.join(folder, name))
-                if stat.S_ISREG(info.st_mode):
-                    sizes[(info.st_dev, info.st_ino)] = info.st_size
-    return sum(sizes.values())
 
 
 def trtpipe_verify(run_dir: Path, cwd: Path) -> subprocess.CompletedProcess:
@@ -67,7 +38,7 @@ def stage_files(run_dir: Path) -> set[str]:
 def linked(tmp_path_factory):
     """A 2.9 MB model (its files above publish.LINK_MIN_BYTES) through sanitize, upgrade, precision."""
     workdir = tmp_path_factory.mktemp("disk-linked")
-    model = matmul_chain(workdir / "model" / "chain.onnx", width=600, layers=2)
+    model = write_chain(workdir / "model" / "chain.onnx", width=600, layers=2)
     run = run_trtpipe(workdir, NO_BUILD, f"model.path={model}", DATA)
     assert run.code == 0, run.stdout + run.stderr
     return workdir, model, run
@@ -150,18 +121,18 @@ def test_an_unknown_artifacts_choice_is_one_line_exit_2(tmp_path):
 def test_run_directory_and_cache_hold_a_large_model_in_1_6x_its_size(tmp_path):
     """The bound docs/cache.md states, on a 117 MB model through the default pipeline (build
     deferred without TensorRT); a second, fully cached run adds no model bytes."""
-    source = matmul_chain(tmp_path / "model" / "big.onnx", width=2048, layers=7)
+    source = write_chain(tmp_path / "model" / "big.onnx", width=2048, layers=7)
     size = source.stat().st_size
     assert size >= 100e6
     first = run_trtpipe(tmp_path, f"model.path={source}", "+data.inputs.x={low:-1,high:1,dtype:float32}",
                         run_name="first", timeout=600)
     assert first.code == 0, first.stdout + first.stderr
-    used = disk_bytes(first.run_dir, tmp_path / "cache")
+    used = unique_bytes(first.run_dir, tmp_path / "cache")
     assert used <= BOUND * size, f"{used / size:.2f}x the source"
     second = run_trtpipe(tmp_path, f"model.path={source}", "+data.inputs.x={low:-1,high:1,dtype:float32}",
                          run_name="second", timeout=600)
     assert second.code == 0 and set(second.statuses().values()) <= {"cached", "deferred"}, second.stdout
-    assert disk_bytes(first.run_dir, second.run_dir, tmp_path / "cache") - used < 1e6
+    assert unique_bytes(first.run_dir, second.run_dir, tmp_path / "cache") - used < 1e6
 
 
 def test_a_failed_rerun_into_a_run_directory_removes_the_earlier_models(linked, tmp_path):

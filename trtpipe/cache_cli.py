@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
 import time
 from pathlib import Path
 
-from trtpipe.errors import EXIT_OK, EXIT_USER_ERROR, UserError
+from trtpipe.errors import EXIT_OK, EXIT_USER_ERROR, UserError, exit_reader_gone
 
 PROG = "trtpipe-cache"
 
@@ -38,9 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for line in lines:
             print(line, flush=True)
-    except BrokenPipeError:  # `trtpipe-cache info | head -1`: as trtpipe (cli.py), 141 and no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(128 + signal.SIGPIPE)
+    except BrokenPipeError:  # `trtpipe-cache info | head -1`: 141, no traceback
+        exit_reader_gone()
     sys.exit(EXIT_OK)
 
 

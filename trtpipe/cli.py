@@ -36,7 +36,7 @@ import os
 import sys
 from pathlib import Path
 
-from trtpipe.errors import EXIT_OK, UserError
+from trtpipe.errors import EXIT_OK, UserError, exit_reader_gone
 from trtpipe.runner.interrupt import (Interrupted, install_signal_handlers, launcher_workers_start_with_sigint_blocked,
                                       worker_job_signals)
 
@@ -54,8 +54,7 @@ def main() -> None:
     try:
         _main()
     except BrokenPipeError:  # `trtpipe --help | head`: the reader left; no traceback
-        _stdout_to_devnull()
-        sys.exit(128 + signal.SIGPIPE)
+        exit_reader_gone()
     except SystemExit as done:  # every exit: the outcome (and its exit code) is decided
         _further_signals_keep_the_outcome(done.code)
         raise
@@ -121,14 +120,6 @@ def _subcommand(word: str, argv: list[str]) -> None:
     module, _, function = SUBCOMMANDS[word].partition(":")
     getattr(importlib.import_module(module), function)(argv)
     sys.exit(EXIT_OK)  # a main that returns (none does today) has succeeded
-
-
-def _stdout_to_devnull() -> None:
-    """Decision: when stdout's reader is gone, exit 141 (128 + SIGPIPE, as `cat` in a pipe
-    would by the signal) with nothing on stderr; stdout points at /dev/null so the
-    interpreter's final flush does not fail a second time."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _further_signals_keep_the_outcome(code) -> None:

@@ -9,13 +9,26 @@ Python API raise them and the command line map them to exit codes in one place.
 from __future__ import annotations
 
 import errno
+import os
 import re
+import signal
+import sys
+from typing import NoReturn
 
 from trtpipe.safe_text import safe_text
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USER_ERROR = 2
+EXIT_READER_GONE = 128 + signal.SIGPIPE  # 141, as `cat` in a pipe would end by the signal
+
+
+def exit_reader_gone() -> NoReturn:
+    """Decision: when stdout's reader is gone (`trtpipe --help | head`), exit 141 with nothing on
+    stderr and no traceback; stdout points at /dev/null so the interpreter's final flush does not
+    fail a second time. One ending for every command (trtpipe, trtpipe-cache, trtpipe-inspect)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(EXIT_READER_GONE)
 
 
 class TrtpipeError(Exception):

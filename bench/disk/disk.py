@@ -25,7 +25,9 @@ from pathlib import Path
 DATA = "+data.inputs.x={low:-1,high:1,dtype:float32}"
 
 
-def write_chain(path: Path, width: int, layers: int) -> None:
+def write_chain(path: Path, width: int, layers: int) -> Path:
+    """y = x @ W0 @ W1 ..., x [1, width], float32 weights inline: width=2048, layers=7 is 117 MB
+    (also the model of tests/test_run_dir_disk.py)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -39,7 +41,9 @@ def write_chain(path: Path, width: int, layers: int) -> None:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(path))
+    return path
 
 
 def files(*roots: Path) -> list[os.stat_result]:
@@ -54,6 +58,7 @@ def files(*roots: Path) -> list[os.stat_result]:
 
 
 def unique_bytes(*roots: Path) -> int:
+    """Bytes of the regular files under `roots`, each inode once (a hard link costs nothing)."""
     return sum({(info.st_dev, info.st_ino): info.st_size for info in files(*roots)}.values())
 
 

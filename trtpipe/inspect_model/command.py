@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
 from pathlib import Path
 
-from trtpipe.errors import EXIT_OK, EXIT_USER_ERROR, UserError
+from trtpipe.errors import EXIT_OK, EXIT_USER_ERROR, UserError, exit_reader_gone
 
 PROG = "trtpipe-inspect"
 PATH_FIX = "give trtpipe-inspect the path of an .onnx file"
@@ -42,9 +40,8 @@ def main(argv: list[str] | None = None) -> None:
             from trtpipe.inspect_model.report_text import report_lines
 
             print("\n".join(report_lines(report)), flush=True)
-    except BrokenPipeError:  # `trtpipe-inspect m.onnx | head`: as trtpipe (cli.py), 141 and no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(128 + signal.SIGPIPE)
+    except BrokenPipeError:  # `trtpipe-inspect m.onnx | head`: 141, no traceback
+        exit_reader_gone()
     sys.exit(EXIT_OK)
 
 
