@@ -91,7 +91,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     from trtpipe.cache.hashing import artifact_digest
     from trtpipe.runner.manifest import MANIFEST_NAME
     from trtpipe.runner.manifest_read import as_literal_config, literal, read_manifest, recorded_start_dir
-    from trtpipe.runner.manifest_trust import check_complete, check_run_files
+    from trtpipe.runner.manifest_trust import check_complete, check_outcome, check_run_files
     from trtpipe.runner.pipeline import plan_stages
     from trtpipe.source import checked_user_model
 
@@ -108,6 +108,7 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     check_config(cfg)  # every config problem is found before the rebuild starts
     manifest_file = manifest_path / MANIFEST_NAME if manifest_path.is_dir() else manifest_path
     check_complete(recorded, [stage.name for stage in plan_stages(list(cfg.stages))], manifest_file)
+    check_outcome(recorded, manifest_file)
     absent_note = check_run_files(recorded, manifest_file.parent)
     start_dir, start_note = recorded_start_dir(recorded)
     warnings = [note for note in (start_note, absent_note) if note]

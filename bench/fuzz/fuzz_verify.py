@@ -8,13 +8,11 @@ one line, or a drifted verdict; any other exception is a defect.
 
 Mutations (`MUTATIONS`), each only where it changes the recorded run:
 - remove: a field verify relies on deleted (the stage list, a stage record, its name, status,
-  key, outputs, an output's path or sha256, the config, the source). Not the run's `status` or
-  `exit_code`: a manifest without them is the shape one written before they were recorded, and
-  verify compares them only where recorded (trtpipe/verify.py `_compare_outcome`, a decision of
-  issue 32 item 2; the stage records' statuses still carry the outcome). The first recorded run
-  of this kind (seed 1, 1,000 cases; bench/fuzz/results.json of commit 2f0dab9) removed them too:
-  its 11 "defects" were exactly these two removals (an exhaustive run of every removal, wrong
-  type, flip and outside path showed no other); seed 1 was then run again as the kind is now.
+  key, outputs, an output's path or sha256, the config, the source, the run's status and exit
+  code). Until session 11 the run's status and exit code were left out (verify compared them only
+  where recorded, a manifest without them taken for one written before they were); seeds 1-3 of
+  commit 31b2f35 ran that way. Verify now refuses a manifest without them
+  (trtpipe/runner/manifest_trust.py `check_outcome`), and every seed was run again with them.
 - flip: an outcome changed: a stage's status to another outcome (`ran` and `cached` are the
   same outcome, so never between them), the run's status, its exit code.
 - sha: one hex digit of a recorded sha256 or key changed.
@@ -94,8 +92,7 @@ def mutate(case: dict, run_dir: Path, outside: Path) -> str:
     output = stage["outputs"][kinds[value % len(kinds)]]
     files = sorted({o["path"] for s in stages for o in s["outputs"].values()})
     if mutation in ("remove", "wrong_type"):
-        # wrong_type also reaches the run's status and exit code (removing them is allowed: module doc)
-        fields = _fields(manifest) + ([("status",), ("exit_code",)] if mutation == "wrong_type" else [])
+        fields = _fields(manifest) + [("status",), ("exit_code",)]
         path = fields[pick % len(fields)]
         parent = _parent(manifest, path)
         if mutation == "remove":

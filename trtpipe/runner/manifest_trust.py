@@ -15,6 +15,10 @@ Decisions:
   and copies only, cache/publish.py),
   without blocking (a FIFO). Its digest is `artifact_digest`'s, the one the manifest
   records (an ONNX file's external data files included, themselves checked the same way).
+- Outcome: the run's `status` and `exit_code` are recorded, of the kinds the runner writes
+  (every manifest since the exit code was recorded, format 1). Verify compares them with the
+  rebuild's; a manifest without them was edited to skip that comparison (issue 32: a failed
+  run edited to `ok` said `identical`), so it is refused, not compared in part.
 - A file that is absent is a note, not a refusal: a manifest copied alone, or a run
   directory whose engine was deleted for space, still verifies against its recorded
   digests, and the note says which files were not checked. A file that is there and
@@ -48,6 +52,24 @@ def check_complete(manifest: dict, planned: list[str], path: Path) -> None:
         why = f"it records {', '.join(extra)}, which its config's stages {planned} do not list"
     else:
         why = f"its stage records {recorded} are not in its config's order {planned}"
+    raise UserError(f"manifest {path} is incomplete or edited: {why}", _REBUILT_FIX)
+
+
+# What the runner writes as a run's status (runner/pipeline.py) and the exit code each ends with.
+_OUTCOMES = {"ok": (0,), "failed": (1, 2), "interrupted": (130, 143), "running": (None,)}
+
+
+def check_outcome(manifest: dict, path: Path) -> None:
+    """The manifest records the run's status and exit code, and they agree with each other."""
+    missing = [key for key in ("status", "exit_code") if key not in manifest]
+    if missing:
+        why = f"it records no {' and no '.join(missing)}"
+    elif manifest["status"] not in _OUTCOMES:
+        why = f"its status {str(manifest['status'])[:40]!r} is not one of {', '.join(_OUTCOMES)}"
+    elif manifest["exit_code"] not in _OUTCOMES[manifest["status"]] or isinstance(manifest["exit_code"], bool):
+        why = f"status {manifest['status']} with exit_code {str(manifest['exit_code'])[:20]} is not an ending trtpipe writes"
+    else:
+        return
     raise UserError(f"manifest {path} is incomplete or edited: {why}", _REBUILT_FIX)
 
 
