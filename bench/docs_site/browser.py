@@ -8,7 +8,8 @@ links reach, breadth first, and fails on
 - a broken image: an `<img>` loaded with no pixels (`naturalWidth` 0);
 - a broken link: a link to a file of the site that does not exist, or to an anchor its page lacks;
 - a page of the site no link reaches (the navigation must lead everywhere);
-- a link to the web in an asset tag (a CDN: the site must work offline).
+- a link to the web in an asset tag (a CDN: the site must work offline);
+- a search (`search=`) that finds nothing: the search index must load from file:// too.
 Links to the web in the text are counted, not followed (no network here, and not the site's fault).
 Decision: the page's facts (images, links, ids) are read by one `Runtime.evaluate` after the load
 event and a short quiet period (Material starts its search worker after load, and errors there
@@ -39,6 +40,21 @@ PAGE_FACTS = """JSON.stringify({
     e => e.src || e.href),
 })"""
 QUIET_S = 0.3  # after the load event: late errors of scripts started on load
+# Types a query into Material's search box and waits (up to 5 s) for results: the search index and
+# its worker must load from file:// too (Material's offline plugin), not only the pages.
+SEARCH = """(async () => {
+  const box = document.querySelector('input.md-search__input');
+  if (!box) return -1;
+  box.focus(); box.value = %s;
+  box.dispatchEvent(new Event('input', {bubbles: true}));
+  box.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true}));
+  for (let k = 0; k < 50; k++) {
+    await new Promise(done => setTimeout(done, 100));
+    const found = document.querySelectorAll('.md-search-result__item').length;
+    if (found) return found;
+  }
+  return 0;
+})()"""
 
 
 @dataclass
@@ -46,6 +62,7 @@ class SiteReport:
     pages: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     nav_links: int = 0
+    search_results: int | None = None
     web_links: int = 0
     seconds: float = 0.0
 
@@ -89,9 +106,25 @@ def _photograph(browser: Chromium, site: Path, shots: tuple[str, ...], folder: P
         (folder / (Path(page).stem + (f"-{anchor}" if anchor else "") + ".png")).write_bytes(base64.b64decode(data))
 
 
+def _search(browser: Chromium, site: Path, query: str, report: SiteReport) -> None:
+    events: list[dict] = []
+    browser.send("Page.navigate", url=(site / "index.html").as_uri())
+    browser.wait_for("Page.loadEventFired", 20, events)
+    found = browser.send("Runtime.evaluate", expression=SEARCH % json.dumps(query), awaitPromise=True,
+                         returnByValue=True, timeout=30)["result"]["value"]
+    browser.drain(events, QUIET_S)
+    report.problems += _problems_of(events, "index.html (search)")
+    report.search_results = found
+    if found == -1:
+        report.problems.append("index.html: no search box")
+    elif found == 0:
+        report.problems.append(f"index.html: searching {query!r} finds nothing (the search index did not load?)")
+
+
 def check_site(site: Path, *, chromium: str | None = None, screenshots: Path | None = None,
-               shots: tuple[str, ...] = ()) -> SiteReport:
-    """Open every page of the built site in `site`; what was checked and what is broken."""
+               shots: tuple[str, ...] = (), search: str | None = None) -> SiteReport:
+    """Open every page of the built site in `site`; what was checked and what is broken.
+    `search`: a query that must find something in the site's search box (None: not tried)."""
     site = site.resolve()
     binary = chromium or find_chromium()
     if binary is None:
@@ -132,6 +165,8 @@ def check_site(site: Path, *, chromium: str | None = None, screenshots: Path | N
                 if target.suffix == ".html" and target.is_file() and site in target.parents and target not in seen:
                     seen.add(target)
                     queue.append(target)
+        if search is not None:
+            _search(browser, site, search, report)
         if screenshots is not None:
             _photograph(browser, site, shots, screenshots)
     for page, href in links:
@@ -152,15 +187,17 @@ def check_site(site: Path, *, chromium: str | None = None, screenshots: Path | N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.docs_site.browser", description=__doc__.splitlines()[0])
     parser.add_argument("site", type=Path, help="a built site (mkdocs build -d SITE)")
+    parser.add_argument("--search", default="LayerNorm", help="a query the search box must find (default %(default)s)")
     parser.add_argument("--screenshots", type=Path, help="write screenshots of --shoot pages here")
     parser.add_argument("--shoot", default="index.html,how-it-works.html#stages,validation.html#the-picture,"
                         "precision.html#the-plan-drawn", help="pages to photograph, page.html[#anchor], comma-separated")
     args = parser.parse_args(argv)
-    report = check_site(args.site, screenshots=args.screenshots, shots=tuple(args.shoot.split(",")))
+    report = check_site(args.site, screenshots=args.screenshots, shots=tuple(args.shoot.split(",")),
+                        search=args.search or None)
     for problem in report.problems:
         print(problem)
     print(f"{len(report.pages)} pages, {report.nav_links} navigation links, {report.web_links} links to the web "
-          f"(not followed), {len(report.problems)} problems, {report.seconds:.1f} s")
+          f"(not followed), {report.search_results} search results for {args.search!r}, {len(report.problems)} problems, {report.seconds:.1f} s")
     return 1 if report.problems else 0
 
 
