@@ -56,6 +56,7 @@ class Chromium:
         args = [binary, "--headless", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
                 "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-sync",
                 "--disable-background-networking", "--disable-component-update", "--mute-audio",
+                "--disable-dev-shm-usage",  # containers often give /dev/shm 64 MB: the browser would crash
                 "--allow-file-access-from-files", f"--user-data-dir={self._profile.name}",
                 f"--window-size={width},{height}", "about:blank"]
         self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
