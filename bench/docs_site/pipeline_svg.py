@@ -2,7 +2,7 @@
 
 Every box is a stage class of `trtpipe.stages.STAGES`, in `STAGE_ORDER`: its name, the first
 sentence of its module's docstring, and the artifact kinds it consumes and produces (its
-`consumes`, `optional_consumes`, `produces`). A stage that the default `stages` list of
+`consumes`, `optional_consumes` in brackets, `produces`). A stage that the default `stages` list of
 conf/config.yaml leaves out is drawn dashed ("optional"). So a new stage, a renamed artifact or a
 changed default shows up in the picture when `python -m bench.docs_site` runs again, and
 tests/test_docs_figures_current.py fails until it has.
@@ -23,8 +23,8 @@ from bench.docs_site.svg import CAST_FILL, CAST_STROKE, FP16_FILL, FP16_STROKE, 
 from trtpipe.runner.stage_order import STAGE_ORDER
 from trtpipe.stages import STAGES
 
-BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN, PER_ROW = 230, 150, 52, 50, 16, 3
-WRAP = 32
+BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN, PER_ROW = 210, 160, 32, 44, 8, 3  # 710 px: the page width, no scaling
+WRAP = 29
 
 
 def stage_facts(repo: Path) -> list[dict]:
@@ -37,7 +37,7 @@ def stage_facts(repo: Path) -> list[dict]:
         summary = summary.split(": ", 1)[1] if summary.startswith(f"{name}: ") else summary
         summary = summary.split(". ")[0].rstrip(".")
         summary = re.sub(r" \([^)]*\)", "", summary)  # asides in parentheses: the box has room for the gist
-        reads = list(stage.consumes) + [f"{kind} (if any)" for kind in getattr(stage, "optional_consumes", ())]
+        reads = list(stage.consumes) + [f"({kind})" for kind in getattr(stage, "optional_consumes", ())]
         facts.append({"name": name, "summary": summary, "reads": reads, "writes": list(stage.produces),
                       "optional": name not in defaults})
     return facts
@@ -56,12 +56,13 @@ def draw(repo: Path) -> str:
         x, y = MARGIN + col * (BOX_W + GAP_X), MARGIN + row * (BOX_H + GAP_Y)
         corners.append((x, y))
         summary = wrap(fact["summary"], WRAP)
-        if len(summary) > 5:
-            summary = summary[:5]
+        if len(summary) > 6:
+            summary = summary[:6]
             summary[-1] += " …"
         lines = [(fact["name"] + ("  (optional)" if fact["optional"] else ""), "bold"),
                  *[(line, "") for line in summary],
-                 ("reads: " + ", ".join(fact["reads"]), "small"), ("writes: " + ", ".join(fact["writes"]), "small")]
+                 *[(line, "small") for line in wrap("reads: " + ", ".join(fact["reads"]), 36)],
+                 *[(line, "small") for line in wrap("writes: " + ", ".join(fact["writes"]), 36)]]
         body.append(box(x, y, BOX_W, BOX_H, lines, fill=CAST_FILL if fact["optional"] else FP16_FILL,
                         stroke=CAST_STROKE if fact["optional"] else FP16_STROKE, dashed=fact["optional"]))
     for (x0, y0), (x1, y1) in zip(corners, corners[1:]):
@@ -72,8 +73,8 @@ def draw(repo: Path) -> str:
             body.append(arrow([(x0 + BOX_W / 2, y0 + BOX_H), (x0 + BOX_W / 2, mid), (x1 + BOX_W / 2, mid),
                                (x1 + BOX_W / 2, y1 - 2)]))
     body.append(box(MARGIN, cache_y, width - 2 * MARGIN, 44,
-                    [("the cache: each stage's outputs stored under a key of its config, its input digests, "
-                      "its version and the tools' versions", ""),
-                     ("an identical stage is 'cached', a changed one re-runs and says which key changed", "small")],
+                    [("the cache: every stage's outputs, keyed by its config, input digests, version and tools",
+                      ""),
+                     ("an identical stage is 'cached'; a changed one re-runs and says which key changed", "small")],
                     fill="#f5f5f5", stroke="#999999"))
     return document(width, height, body, "trtpipe's stages, in order, with what each reads and writes")
