@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-TEST_ONLY = {"pytest", "pytest-xdist", "import-linter", "hypothesis"}
+TEST_ONLY = {"pytest", "pytest-xdist", "import-linter", "hypothesis", "mkdocs", "mkdocs-material"}  # extras, never runtime
 
 
 @pytest.fixture(scope="module")
