@@ -1,4 +1,4 @@
-"""Run the real `trtpipe` command in a subprocess, from a scratch working directory."""
+"""Run the real `trtpipe` command in a subprocess, from a scratch working directory (forked warm from\na process that has imported trtpipe: tests/cli_zygote.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.cli_zygote import warm_trtpipe
 
 
 @dataclass
@@ -34,8 +36,7 @@ def run_trtpipe(workdir: Path, *overrides: str, cache: Path | None = None, run_n
     command = [sys.executable, "-m", "trtpipe", *overrides]
     if not any(o.startswith(("-m", "--multirun", "--cfg", "--info", "-c", "-i", "--shell")) for o in overrides):
         command.append(f"hydra.run.dir={run_dir}")
-    done = subprocess.run(command, cwd=workdir, env=environment, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=preexec_fn)
+    done = warm_trtpipe(command[3:], workdir, environment, timeout, preexec_fn)
     return Run(done.returncode, done.stdout, done.stderr, run_dir)
 
 
@@ -50,5 +51,4 @@ def run_command(workdir: Path, *args: str, cache: Path | None = None, env: dict 
     subcommands (`trtpipe verify`, `trtpipe cache`), which are not Hydra overrides."""
     environment = {**os.environ, "TRTPIPE_CACHE": str(cache or workdir / "cache"), **(env or {})}
     environment.pop("TRTPIPE_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "trtpipe", *args], cwd=workdir, env=environment,
-                          capture_output=True, text=True, timeout=timeout)
+    return warm_trtpipe(list(args), workdir, environment, timeout)

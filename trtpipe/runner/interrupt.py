@@ -124,6 +124,8 @@ def install_signal_handlers() -> None:
             signal.signal(signum, _raise_interrupted)
         if not getattr(sys.unraisablehook, "redelivers_interrupted", False):
             sys.unraisablehook = _redeliver_unraisable_interrupted(sys.unraisablehook)
+        if not getattr(threading.excepthook, "quiet_after_a_signal", False):
+            threading.excepthook = _thread_deaths_after_a_signal_logged(threading.excepthook)
         _hold_signals_while_extensions_initialise()
 
 
@@ -205,6 +207,29 @@ def _redeliver_unraisable_interrupted(previous):
         _after(0.01, lambda: _thread.interrupt_main(signum))
 
     hook.redelivers_interrupted = True
+    return hook
+
+
+def _thread_deaths_after_a_signal_logged(previous):
+    """Decision: once a SIGINT/SIGTERM has come, an exception that ends a background thread goes
+    to trtpipe.log (debug), not the console. The run is being torn down: a launcher's threads
+    race the cancelled work, and joblib's loky (1.5) has a race of its own: its
+    ExecutorManagerThread looks up a work item the interrupted sweep already removed and dies
+    with `KeyError` — a traceback under the one-line `trtpipe: interrupted` (seen under load in
+    tests/runner/test_signals_at_the_edges.py, Ctrl-C while workers start). Before any signal
+    the previous hook runs: a thread's death then is a defect and shows."""
+
+    def hook(args) -> None:
+        if not _RECEIVED:
+            previous(args)
+            return
+        import logging
+
+        name = getattr(args.thread, "name", "?")
+        logging.getLogger("trtpipe").debug("after signal %d, thread %s ended by %s: %s", _RECEIVED[-1], name,
+                                           getattr(args.exc_type, "__name__", args.exc_type), args.exc_value)
+
+    hook.quiet_after_a_signal = True
     return hook
 
 
