@@ -23,7 +23,7 @@ from trtpipe.errors import UserError
 REMOTE_MODES = ("read", "write", "readwrite")
 # S3's bucket name rules (3-63 characters of lower-case letters, digits, dots and hyphens).
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_FIX = "cache.remote=s3://BUCKET/PREFIX (or cache.remote=null for no remote)"
+_FIX = "cache.remote=s3://BUCKET/PREFIX with a bucket of yours, or 'cache.remote=null' for no remote"
 
 
 @dataclass(frozen=True)
