@@ -213,3 +213,44 @@ def test_a_missing_boto3_is_one_line_with_the_pip_command(monkeypatch):
     with pytest.raises(UserError) as error:
         RemoteTier("s3://bucket/prefix", "readwrite")
     assert "boto3" in str(error.value) and "pip install 'trtpipe[remote]'" in error.value.fix
+
+
+def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, remote_url, aws_env, monkeypatch,
+                                                                      caplog):
+    """The server goes away while it sends a file (the connection drops after 64 kB of it)."""
+    from tests.cache_remote.cutting_proxy import CuttingProxy
+
+    big = "x" * 300_000
+    cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes(big))
+    proxy = CuttingProxy(aws_env.endpoint, cut_files_after=64_000)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    try:
+        calls: list = []
+        result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes(big, calls))
+    finally:
+        proxy.close()
+    assert proxy.cuts >= 1
+    assert (result.status, result.origin, len(calls)) == ("ran", "local", 1)
+    assert result.entry.output_path("model").read_text() == big
+    [line] = remote_warnings(caplog)
+    assert "is not usable (" in line and "looking up sanitize" in line
+    assert not list((tmp_path / "b" / "tmp").iterdir())
+
+
+def test_files_without_their_record_are_a_miss_until_the_record_is_written(tmp_path, remote_url, aws_env, caplog):
+    """A writer stopped between its files and its record, or a reader during an upload: the files
+    are there, the record is not: a miss without a word; once the record is written, a hit."""
+    from trtpipe.cache.remote.location import parse_remote
+    from trtpipe.cache.remote.s3_store import S3Store
+
+    entry = ArtifactCache(tmp_path / "writer").get_or_compute("sanitize", MATERIAL, writes("model bytes")).entry
+    location, store = parse_remote(remote_url), S3Store(parse_remote(remote_url).bucket)
+    for name, digest in entry.record["files"].items():
+        store.upload(location.file_key(digest), entry.directory / name)
+    calls: list = []
+    during = cache_at(tmp_path / "reader1", remote_url, "read").get_or_compute("sanitize", MATERIAL,
+                                                                                writes("model bytes", calls))
+    assert (during.status, calls) == ("ran", ["model bytes"]) and remote_warnings(caplog) == []
+    assert store.put_if_absent(location.record_key("sanitize", KEY), (entry.directory / "entry.json").read_bytes())
+    after = cache_at(tmp_path / "reader2", remote_url, "read").get_or_compute("sanitize", MATERIAL, writes("never"))
+    assert after.origin == "remote" and after.entry.output_path("model").read_text() == "model bytes"

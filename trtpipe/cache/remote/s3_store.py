@@ -114,5 +114,5 @@ def _reason(error: Exception) -> str:
     response = getattr(error, "response", None)
     if isinstance(response, dict) and response.get("Error"):
         details = response["Error"]
-        return f"{details.get('Code', '?')}: {details.get('Message') or 'no message'}"
-    return " ".join(str(error).split()) or type(error).__name__
+        return f"{details.get('Code', '?')}: {str(details.get('Message') or 'no message').rstrip('.')}"
+    return " ".join(str(error).split()).rstrip(".") or type(error).__name__
