@@ -167,7 +167,7 @@ PROSE = {
     "trtpipe/cache/manage.py:permission_denied: cannot {} the cache {}: {} is {}'s and its permissions keep you "
     "out ({}){}": CACHE_CMD,
     # tests/cache_remote/test_remote_command.py provokes it (a boto3 that cannot be imported).
-    "trtpipe/cache/remote/s3_store.py:_boto3: cache.remote is set, but boto3 (the S3 client the remote cache uses) "
+    "trtpipe/cache/remote/s3_store.py:check_boto3: cache.remote is set, but boto3 (the S3 client the remote cache uses) "
     "is not installed": ENVIRONMENT,
     "trtpipe/runner/rundir.py:start_directory: the current directory no longer exists (it was deleted after the "
     "shell entered it); trtpipe takes relative paths, its run directory and Hydra's records from it": ENVIRONMENT,

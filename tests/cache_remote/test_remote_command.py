@@ -128,8 +128,8 @@ def test_read_mode_never_writes_and_no_remote_never_asks(s3, tmp_path):
 
 def test_a_missing_boto3_is_exit_2_in_one_line_with_nothing_written(tmp_path):
     absent = tmp_path / "site"
-    (absent / "boto3").mkdir(parents=True)  # as Python finds no boto3: `import boto3` raises ImportError
-    (absent / "boto3" / "__init__.py").write_text("raise ImportError(\"No module named 'boto3'\")\n")
+    absent.mkdir()  # a Python that finds no boto3 (find_spec answers None, `import boto3` raises ImportError)
+    (absent / "sitecustomize.py").write_text("import sys\nsys.modules['boto3'] = None\n")
     path = os.pathsep.join([str(absent), os.environ.get("PYTHONPATH", "")])
     run = run_trtpipe(tmp_path, *SMALL, "cache.remote=s3://some-bucket/ci", cache=tmp_path / "cache",
                       env={"PYTHONPATH": path})

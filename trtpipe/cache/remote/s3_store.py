@@ -34,32 +34,50 @@ class RemoteUnavailable(Exception):
     """The remote cannot be used; str() is the reason in one line."""
 
 
-def _boto3():
-    try:
-        import boto3
-        import botocore
-    except ImportError:
+def check_boto3() -> None:
+    """boto3 installed, or exit 2 in one line (without importing it: `find_spec` finds it)."""
+    from importlib.util import find_spec
+
+    if find_spec("boto3") is None or find_spec("botocore") is None:
         raise UserError("cache.remote is set, but boto3 (the S3 client the remote cache uses) is not installed",
-                        "pip install 'trtpipe[remote]'") from None
-    return boto3, botocore
+                        "pip install 'trtpipe[remote]'")
 
 
 class S3Store:
-    def __init__(self, bucket: str) -> None:
-        boto3, botocore = _boto3()
-        from botocore.config import Config
-        from boto3.s3.transfer import TransferConfig
+    """Decision: boto3 is imported and its client made at the first request, not before: a run
+    whose every stage is a local hit never asks the remote and does not pay boto3's import and
+    client set-up (about a second here, measured with `python -X importtime` and a timer)."""
 
+    _errors: tuple = ()  # boto3's exception types, once imported (`_make_client`)
+    _client_error: type = type(None)
+
+    def __init__(self, bucket: str) -> None:
         self.bucket = bucket
+        self._made = None
+
+    @property
+    def _client(self):
+        if self._made is None:
+            self._made = self._make_client()
+        return self._made
+
+    def _make_client(self):
+        try:
+            import boto3
+            import botocore
+            from boto3.s3.transfer import TransferConfig
+            from botocore.config import Config
+        except ImportError as error:  # installed (check_boto3) but broken
+            raise RemoteUnavailable(f"boto3 cannot be imported: {error}") from None
         self._errors = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
                         boto3.exceptions.Boto3Error)
         self._client_error = botocore.exceptions.ClientError
+        self._transfer = TransferConfig(multipart_threshold=_MULTIPART_BYTES, max_concurrency=4)
         config = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
         try:
-            self._client = boto3.session.Session().client("s3", config=config)
+            return boto3.session.Session().client("s3", config=config)
         except self._errors as error:  # a malformed ~/.aws/config, an unknown profile
             raise RemoteUnavailable(_reason(error)) from None
-        self._transfer = TransferConfig(multipart_threshold=_MULTIPART_BYTES, max_concurrency=4)
 
     def get_bytes(self, key: str) -> bytes | None:
         try:

@@ -22,7 +22,7 @@ from typing import Mapping
 
 from trtpipe.cache.remote.fetch import Fetched, Refused, fetch_entry
 from trtpipe.cache.remote.location import parse_remote
-from trtpipe.cache.remote.s3_store import RemoteUnavailable, S3Store
+from trtpipe.cache.remote.s3_store import RemoteUnavailable, S3Store, check_boto3
 from trtpipe.cache.remote.upload import Uploaded, upload_entry
 from trtpipe.safe_text import safe_text
 
@@ -51,11 +51,8 @@ class RemoteTier:
         self.mode = mode
         self.off: str | None = None  # why the remote is no longer used in this run
         self._resend: set[str] = set()
-        try:
-            self._store: S3Store | None = S3Store(self.location.bucket)
-        except RemoteUnavailable as error:
-            self._store = None
-            self._switch_off(str(error), "starting")
+        check_boto3()
+        self._store = S3Store(self.location.bucket)  # no request, no boto3 import until a lookup or upload
 
     @property
     def readable(self) -> bool:
