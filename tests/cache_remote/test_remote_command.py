@@ -136,3 +136,30 @@ def test_a_missing_boto3_is_exit_2_in_one_line_with_nothing_written(tmp_path):
     assert run.code == 2
     assert run.stderr.strip().count("\n") == 0 and "pip install 'trtpipe[remote]'" in run.stderr
     assert cache_entries(tmp_path / "cache") == [] and not run.run_dir.exists()
+
+
+def test_two_machines_racing_on_every_key_leave_one_complete_entry_each(s3, tmp_path):
+    """Two runs start at once with empty caches and one empty remote: whichever order the stages
+    meet in, each key's record is written once (`If-None-Match: *`): one run's stage says
+    `uploaded`, the other's `present` (it built too) or it was a remote hit; a third machine then
+    gets every stage from the remote, the same bytes."""
+    url = f"s3://{BUCKET}/{new_prefix()}"
+    env = {**os.environ, **s3.env()}
+    runs = []
+    for name in ("one", "two"):
+        command = [sys.executable, "-m", "trtpipe", *SMALL, f"cache.remote={url}", f"hydra.run.dir={tmp_path / name}"]
+        runs.append(subprocess.Popen(command, cwd=tmp_path, env={**env, "TRTPIPE_CACHE": str(tmp_path / f"c-{name}")},
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for process in runs:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+    manifests = [__import__("json").loads((tmp_path / name / "manifest.json").read_text()) for name in ("one", "two")]
+    for index, stage in enumerate(["sanitize", "upgrade_opset"]):
+        seen = [m["stages"][index] for m in manifests]
+        assert [s["remote"].get("upload") for s in seen].count("uploaded") == 1, seen
+        assert all(s["remote"].get("upload") in ("uploaded", "present") or s["origin"] == "remote" for s in seen)
+    third = run_trtpipe(tmp_path, *SMALL, f"cache.remote={url}", cache=tmp_path / "c-three", run_name="three",
+                        env=s3.env())
+    assert [s["origin"] for s in third.manifest["stages"]] == ["remote", "remote"]
+    assert outputs(third) == {s["name"]: {k: v["sha256"] for k, v in s["outputs"].items()}
+                              for s in manifests[0]["stages"]}
