@@ -254,3 +254,15 @@ def test_files_without_their_record_are_a_miss_until_the_record_is_written(tmp_p
     assert store.put_if_absent(location.record_key("sanitize", KEY), (entry.directory / "entry.json").read_bytes())
     after = cache_at(tmp_path / "reader2", remote_url, "read").get_or_compute("sanitize", MATERIAL, writes("never"))
     assert after.origin == "remote" and after.entry.output_path("model").read_text() == "model bytes"
+
+
+def test_a_record_too_large_to_be_one_is_refused_unread(tmp_path, remote_url, aws_env, caplog, monkeypatch):
+    from trtpipe.cache.remote import fetch
+
+    monkeypatch.setattr(fetch, "RECORD_LIMIT", 1 << 20)  # the real limit (16 MiB) is slow to upload here
+    aws_env.client().put_object(Bucket=BUCKET, Key=f"{prefix_of(remote_url)}entries/sanitize/{KEY}.json",
+                                Body=b" " * ((1 << 20) + 1))
+    result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
+    assert result.status == "ran"
+    [line] = remote_warnings(caplog)
+    assert "its record is over 1 MiB" in line

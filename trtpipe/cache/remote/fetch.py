@@ -1,9 +1,9 @@
 """Download one entry from the remote into a temporary folder of the local cache.
 
 Decisions:
-- The record is read first and its file names and digests checked (entry_schema.py) before
-  any name is used for a path: a record is data anyone with write access to the bucket could
-  have planted.
+- The record is read first (at most `RECORD_LIMIT` bytes) and its file names and digests
+  checked (entry_schema.py) before any name is used for a path: a record is data anyone with
+  write access to the bucket could have planted.
 - A file whose digest is that of a file of the stage's verified inputs (an upgrade_opset model
   equal to its input) is hard-linked from the local entry instead of downloaded, as a local
   build would (cache.link_unchanged_files): bytes not moved, disk not doubled.
@@ -24,6 +24,9 @@ from trtpipe.cache.remote.location import RemoteLocation
 from trtpipe.cache.remote.s3_store import S3Store
 
 ENTRY_FILE = "entry.json"
+# A record is a few kB (its material and file digests); a larger object under its name is planted or
+# damaged, and is refused without being read into memory whole.
+RECORD_LIMIT = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,11 @@ class Refused:
 def fetch_entry(store: S3Store, location: RemoteLocation, stage: str, key: str, into: Path,
                 known_files: Mapping[Path, str]) -> Fetched | Refused | None:
     """None: the remote has no record of the key. Raises RemoteUnavailable."""
-    data = store.get_bytes(location.record_key(stage, key))
+    data = store.get_bytes(location.record_key(stage, key), RECORD_LIMIT)
     if data is None:
         return None
+    if len(data) > RECORD_LIMIT:
+        return Refused(f"its record is over {RECORD_LIMIT >> 20} MiB")
     try:
         record = json.loads(data)
     except ValueError as error:

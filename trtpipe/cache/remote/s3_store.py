@@ -79,9 +79,14 @@ class S3Store:
         except self._errors as error:  # a malformed ~/.aws/config, an unknown profile
             raise RemoteUnavailable(_reason(error)) from None
 
-    def get_bytes(self, key: str) -> bytes | None:
+    def get_bytes(self, key: str, limit: int) -> bytes | None:
+        """The object, or its first `limit + 1` bytes when it is longer (the caller refuses it)."""
         try:
-            return self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            body = self._client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            try:
+                return body.read(limit + 1)
+            finally:
+                body.close()
         except self._errors as error:
             return self._absent_or_raise(error)
 
