@@ -107,6 +107,8 @@ def test_a_planted_record_naming_paths_outside_the_entry_is_a_miss(tmp_path, rem
     [line] = remote_warnings(caplog)
     assert "is not a plain name inside the entry" in line
     assert not list(tmp_path.rglob("escape.txt"))
+    assert cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never")).origin \
+        == "remote"  # the rebuild's record replaced the planted one
 
 
 def test_read_mode_reads_and_never_writes(tmp_path, remote_url, aws_env):
@@ -266,3 +268,16 @@ def test_a_record_too_large_to_be_one_is_refused_unread(tmp_path, remote_url, aw
     assert result.status == "ran"
     [line] = remote_warnings(caplog)
     assert "its record is over 1 MiB" in line
+
+
+def test_a_refused_record_is_replaced_by_the_rebuild_of_a_writer(tmp_path, remote_url, aws_env, caplog):
+    """Host A's engine lost a file on the remote; host B's engine (other bytes: an engine is not
+    byte-reproducible) cannot bring it back, so B's upload replaces A's record, and C hits B's."""
+    first = cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("engine of host A"))
+    aws_env.client().delete_object(Bucket=BUCKET, Key=blob_key(remote_url, first.entry.output_digest("model")))
+    second = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("engine of host B"))
+    assert (second.status, second.upload) == ("ran", "uploaded")
+    calls: list = []
+    third = cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never", calls))
+    assert (third.origin, calls, third.entry.output_path("model").read_text()) == ("remote", [], "engine of host B")
+    assert len(remote_warnings(caplog)) == 1  # B's refusal; C says nothing

@@ -112,6 +112,13 @@ class S3Store:
         except self._errors as error:
             raise RemoteUnavailable(_reason(error)) from None
 
+    def put(self, key: str, data: bytes) -> None:
+        """Unconditional: only to replace a record this run refused (upload.py)."""
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType="application/json")
+        except self._errors as error:
+            raise RemoteUnavailable(_reason(error)) from None
+
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """False: the key already holds an object (another writer was first)."""
         try:

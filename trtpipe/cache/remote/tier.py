@@ -7,8 +7,9 @@ Decisions:
   outcome and outputs are those of a run without the remote.
 - A remote entry that fails a check (a file missing or not matching its sha256, a record that
   is not a record) is a miss for that stage: one warning line, the stage runs, nothing of the
-  entry is used. The tier stays on for the other stages; the files of the refused entry are
-  sent again by this run's upload (upload.py), which repairs a corrupt object in write modes.
+  entry is used. The tier stays on for the other stages; in write modes this run's upload
+  repairs the remote: the refused entry's files are sent again and its record is replaced
+  (upload.py).
 - `read` never writes, `write` never reads (no lookup, no download), `readwrite` does both.
 """
 
@@ -50,7 +51,8 @@ class RemoteTier:
         self.location = parse_remote(url)
         self.mode = mode
         self.off: str | None = None  # why the remote is no longer used in this run
-        self._resend: set[str] = set()
+        self._resend: set[str] = set()  # digests of files found damaged: sent again
+        self._refused: set[tuple[str, str]] = set()  # (stage, key) of refused records: replaced
         check_boto3()
         self._store = S3Store(self.location.bucket)  # no request, no boto3 import until a lookup or upload
 
@@ -76,13 +78,15 @@ class RemoteTier:
         return found
 
     def refuse(self, stage: str, key: str, problem: str, record: dict) -> None:
-        """A downloaded entry failed the local checks: a miss, one line; its files are sent again."""
+        """A downloaded entry failed the local checks: a miss, one line; its files are sent again
+        and its record replaced by this run's upload."""
         self._warn_refused(stage, key, problem, record)
 
     def upload(self, stage: str, directory: Path, record: dict) -> Uploaded | None:
         try:
             started = time.perf_counter()
-            done = upload_entry(self._store, self.location, directory, record, frozenset(self._resend))
+            done = upload_entry(self._store, self.location, directory, record, frozenset(self._resend),
+                                replace=(stage, record["key"]) in self._refused)
         except RemoteUnavailable as error:
             self._switch_off(str(error), f"uploading {stage}")
             return None
@@ -98,6 +102,7 @@ class RemoteTier:
     def _warn_refused(self, stage: str, key: str, problem: str, record: dict) -> None:
         files = record.get("files") if isinstance(record, dict) else None
         self._resend.update(d for d in (files or {}).values() if isinstance(d, str))
+        self._refused.add((stage, key))
         log.warning("cache.remote %s: %s entry %s… not used (%s): a miss, the stage runs", self.location, stage,
                     key[:12], safe_text(problem))
 

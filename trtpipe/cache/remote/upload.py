@@ -9,6 +9,11 @@ Decisions:
   good bytes replace it. Size alone is a cheap check; a reader verifies every byte anyway.
 - The record is written only if the key holds none (`If-None-Match: *`, s3_store.py): of two
   hosts racing on one key, the first complete record stays and the other keeps its entry local.
+- Except over a record this run refused (`replace`: a file missing or not its digest's, a
+  record that is not one): the conditional write would keep it forever, a miss for every host,
+  since a rebuild of a stage that is not byte-reproducible (an engine) never brings back its
+  files. It is replaced, unconditionally: if another host replaced it meanwhile, both records
+  are complete (each one's files went up before it) and the later one stays.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ class Uploaded:
 
 
 def upload_entry(store: S3Store, location: RemoteLocation, directory: Path, record: dict,
-                 resend: frozenset[str] = frozenset()) -> Uploaded:
+                 resend: frozenset[str] = frozenset(), replace: bool = False) -> Uploaded:
     """Raises RemoteUnavailable (nothing of the record is then written)."""
     sent = 0
     for name, digest in sorted(record["files"].items()):
@@ -40,5 +45,10 @@ def upload_entry(store: S3Store, location: RemoteLocation, directory: Path, reco
         store.upload(location.file_key(digest), path)
         sent += size
     data = (directory / ENTRY_FILE).read_bytes()
-    published = store.put_if_absent(location.record_key(record["stage"], record["key"]), data)
+    where = location.record_key(record["stage"], record["key"])
+    if replace:
+        store.put(where, data)
+        published = True
+    else:
+        published = store.put_if_absent(where, data)
     return Uploaded(sent + (len(data) if published else 0), published)
