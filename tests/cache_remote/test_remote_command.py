@@ -26,7 +26,8 @@ def outputs(run) -> dict[str, dict[str, str]]:
 
 
 def remote_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if "cache.remote" in line]
+    """The remote tier's warnings (each starts with `cache.remote s3://...`)."""
+    return [line for line in stderr.splitlines() if line.startswith("cache.remote ")]
 
 
 def files_of(run_dir: Path) -> dict[str, bytes]:
@@ -41,7 +42,8 @@ def fleet(s3, tmp_path_factory):
     work = tmp_path_factory.mktemp("fleet")
     url = f"s3://{BUCKET}/{new_prefix()}"
     first = run_trtpipe(work, *MAIN, f"cache.remote={url}", cache=work / "cache1", run_name="first", env=s3.env())
-    second = run_trtpipe(work, *MAIN, f"cache.remote={url}", cache=work / "cache2", run_name="second", env=s3.env())
+    second = run_trtpipe(work, *MAIN, f"cache.remote={url}", "--json", cache=work / "cache2", run_name="second",
+                         env=s3.env())
     return {"work": work, "url": url, "first": first, "second": second}
 
 
@@ -53,9 +55,11 @@ def test_the_second_machine_downloads_every_stage_and_gets_the_same_bytes(fleet)
     for stage in second.manifest["stages"]:
         assert stage["origin"] == "remote" and stage["status"] in ("cached", "deferred")  # a GPU-less build defers
         assert stage["remote"]["downloaded"] > 0
-        [line] = [line for line in second.stdout.splitlines() if line.split()[:1] == [stage["name"]]]
+        [line] = [line for line in second.stderr.splitlines() if line.split()[:1] == [stage["name"]]]
         assert f"{stage['status']} (remote, " in line and " s, " in line and "B)" in line
-    assert "running" not in second.stdout
+    assert "running" not in second.stderr  # --json: the progress lines on stderr, one JSON line on stdout
+    summary = __import__("json").loads(second.stdout.splitlines()[-1])
+    assert [s["origin"] for s in summary["stages"]] == ["remote"] * len(STAGES)
     assert outputs(second) == outputs(first)
     assert files_of(second.run_dir) == files_of(first.run_dir)
     assert remote_lines(first.stderr + second.stderr) == []
