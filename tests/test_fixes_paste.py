@@ -81,6 +81,12 @@ PASTE = {
         Paste(("stages=[sanitize,precision,upgrade_opset]",)),
     "trtpipe/precision/auto/evidence_groups.py:group_decisions: precision.auto.protect={} is not one of {}":
         Paste((NO_BUILD, "precision.auto.protect=sometimes")),
+    "trtpipe/cache/remote/location.py:parse_remote: cache.remote is {}, not an s3://BUCKET/PREFIX address":
+        Paste(("stages=[sanitize]", "cache.remote=http://bucket/prefix")),
+    "trtpipe/cache/remote/location.py:parse_remote: cache.remote names the bucket {}, which is not an S3 bucket name":
+        Paste(("stages=[sanitize]", "cache.remote=s3://Not_A_Bucket/ci")),
+    "trtpipe/cache/remote/location.py:parse_remote: cache.remote's prefix {} has an empty, '.' or '..' part":
+        Paste(("stages=[sanitize]", "cache.remote=s3://bucket/ci/../x")),
     "trtpipe/runner/pipeline.py:plan_stages: 'stages' lists a stage twice: {}":
         Paste(("stages=[sanitize,sanitize]",)),
     "trtpipe/config/tolerance_check.py:check_tolerance: {}.{} is {}: {}":
@@ -160,6 +166,9 @@ PROSE = {
     "({}, {}) in its header but holds {} of data (nothing was loaded)": DATA_FILE,
     "trtpipe/cache/manage.py:permission_denied: cannot {} the cache {}: {} is {}'s and its permissions keep you "
     "out ({}){}": CACHE_CMD,
+    # tests/cache_remote/test_remote_command.py provokes it (a boto3 that cannot be imported).
+    "trtpipe/cache/remote/s3_store.py:check_boto3: cache.remote is set, but boto3 (the S3 client the remote cache uses) "
+    "is not installed": ENVIRONMENT,
     "trtpipe/runner/rundir.py:start_directory: the current directory no longer exists (it was deleted after the "
     "shell entered it); trtpipe takes relative paths, its run directory and Hydra's records from it": ENVIRONMENT,
     "trtpipe/cache/manage.py:parse_age: {} {} is not an age (units s, m, h, d, w)": CACHE_CMD,

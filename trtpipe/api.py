@@ -51,6 +51,7 @@ class StageResult:
     summary: str
     reason: str | None
     error: str | None
+    origin: str | None = None  # "local" or "remote" (cache.remote): where its artifacts came from
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def _result(outcome, run_dir: Path) -> RunResult:
     stages = [
         StageResult(s["name"], s["status"], s["key"], s["seconds"],
                     {kind: run_dir / o["path"] for kind, o in s["outputs"].items()},
-                    s["summary"], s["reason"], s["error"])
+                    s["summary"], s["reason"], s["error"], s.get("origin"))
         for s in manifest["stages"]
     ]
     validation = None

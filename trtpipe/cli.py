@@ -8,8 +8,9 @@ Decisions:
 - For a sweep (`-m`), every value of every swept key is composed once before the
   first job starts (`preflight`), so a typo in the last value does not surface
   after an hour of jobs.
-- trtpipe's own switches (`--json`, `--quiet`, `--verbose`) are taken out of argv
-  before Hydra parses it; Hydra has no flags of these names.
+- trtpipe's own switches (`--json`, `--quiet`, `--verbose`, `--no-remote`) are taken out of argv
+  before Hydra parses it; Hydra has no flags of these names. `--no-remote` is the override
+  `cache.remote=null`, appended last (an earlier `cache.remote=...` override is dropped).
 - `--quiet`: a successful run prints its run directory, one line on stdout, so
   scripts can find its files (a sweep: one line per job); nothing else on stdout
   (Hydra's launcher lines are raised to WARNING, the sweep table only written to
@@ -40,7 +41,7 @@ from trtpipe.errors import EXIT_OK, UserError, exit_reader_gone
 from trtpipe.runner.interrupt import (Interrupted, install_signal_handlers, launcher_workers_start_with_sigint_blocked,
                                       worker_job_signals)
 
-OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose"}
+OWN_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet", "--verbose": "verbose", "--no-remote": "no_remote"}
 
 
 # `trtpipe WORD ...` -> the command of that name, as "module:function" (imported only when asked).
@@ -75,6 +76,8 @@ def _main() -> None:
     if switches["quiet"] and not any(a.lstrip("+").startswith("hydra.hydra_logging.root.level=") for a in argv):
         # No `[HYDRA] Launching 2 jobs` on stdout. `++`: also with hydra/hydra_logging=none (no root key).
         argv.append("++hydra.hydra_logging.root.level=WARNING")
+    if switches["no_remote"]:  # cache.remote=null for this run, whatever an override or recipe says
+        argv = [a for a in argv if not a.lstrip("+~").startswith("cache.remote=")] + ["cache.remote=null"]
     sys.argv[1:] = argv
     install_signal_handlers()
     try:

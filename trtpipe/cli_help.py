@@ -34,7 +34,7 @@ _WRAP_AT = 57
 _HEADER = """\
 trtpipe: ONNX -> accurate TensorRT engine, as a cached pipeline of stages.
 
-Usage: trtpipe [+recipe=NAME] [key=value ...] [--json] [--quiet] [--verbose]
+Usage: trtpipe [+recipe=NAME] [key=value ...] [--json] [--quiet] [--verbose] [--no-remote]
        trtpipe -m KEY=A,B ...            a sweep (one run per value)
        trtpipe --cfg job [overrides]     print the composed config (every setting)
        trtpipe verify RUN_DIR            rebuild a run and compare it (trtpipe-verify --help)
@@ -45,7 +45,8 @@ Usage: trtpipe [+recipe=NAME] [key=value ...] [--json] [--quiet] [--verbose]
 
 _FOOTER = """\
 Exit codes: 0 success, 1 a stage failed, 2 a user error, 130/143 interrupted (Ctrl-C/SIGTERM).
-Cache: {cache}; cache.dir=PATH or TRTPIPE_CACHE=PATH changes it. Full tracebacks: debug=true."""
+Cache: {cache}; cache.dir=PATH or TRTPIPE_CACHE=PATH changes it. Full tracebacks: debug=true.
+A remote cache: cache.remote=s3://BUCKET/PREFIX (pip install 'trtpipe[remote]'); --no-remote for one run."""
 
 
 def version_text() -> str:

@@ -126,6 +126,10 @@ def verify(manifest_path: Path, *, model: str | None = None, use_cache: bool = F
     work = Path(tempfile.mkdtemp(prefix="trtpipe-verify-"))
     if not use_cache:
         cfg.cache.dir = literal(str(work / "cache"))
+    # Decision: the rebuild never uses cache.remote: downloading the recorded entries would prove
+    # nothing, and verify needs no credentials nor boto3. The recorded run's artifacts are checked
+    # by their recorded digests wherever they came from (a remote hit was checked before its use).
+    cfg.cache.remote = None
     run_dir = work / "run"
     run_dir.mkdir()
     kept = False

@@ -21,6 +21,10 @@ Decisions:
   process never blocks others, and a wait that times out means a live holder.
 - An OSError on the bookkeeping (marker, locks, miss index) is a UserError naming the file
   (files.cache_errors_as_user_errors): full disk, no permission, a link loop.
+- A remote tier (`remote`, cache/remote/): looked up after a local miss, under the key's lock
+  (parallel local jobs wait, then hit locally); a remote entry is downloaded into a temporary,
+  checked exactly as a local entry is, and published by the same rename, so nothing from the
+  remote is used unchecked. An entry this process built is uploaded after it is published.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from trtpipe.errors import StageFailed, UserError
 from trtpipe.cache.cache_dir import (
@@ -53,6 +58,9 @@ from trtpipe.cache.files import (
 )
 from trtpipe.cache.hashing import artifact_digest, canonical_json, sha256_bytes, sha256_file
 from trtpipe.cache.locks import held
+
+if TYPE_CHECKING:
+    from trtpipe.cache.remote.tier import RemoteTier, Transfer
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +90,9 @@ class CacheResult:
     entry: CacheEntry
     status: str  # "cached" or "ran"
     reason: str | None  # why it ran
+    origin: str = "local"  # "remote": downloaded from cache.remote by this lookup
+    transfer: "Transfer | None" = None  # a remote hit's download time and bytes
+    upload: str | None = None  # an entry that ran, with a writable remote: "uploaded", "present", "failed"
 
 
 # What a stage computation returns: {"outputs": {kind: file name}, plus any JSON fields}.
@@ -93,15 +104,18 @@ def cache_key(material: dict) -> str:
 
 
 class ArtifactCache:
-    def __init__(self, root: Path, lock_timeout: float = 7200.0, hold_entries: bool = False) -> None:
+    def __init__(self, root: Path, lock_timeout: float = 7200.0, hold_entries: bool = False,
+                 remote: "RemoteTier | None" = None) -> None:
         """`hold_entries`: hold every entry returned until `release` (a run does: runner/pipeline.py);
-        off for a single lookup, so that an object nobody releases never keeps a lock."""
+        off for a single lookup, so that an object nobody releases never keeps a lock.
+        `remote`: the remote tier (cache.remote), or None."""
         fix = "set cache.dir (or TRTPIPE_CACHE) to a writable directory"
         self.root = ensure_writable_dir(Path(root), "cache directory", fix)
         self.lock_timeout = lock_timeout
         claim_cache_dir(self.root)
         remove_dead_temporaries(self.root / "tmp")
         self.holds = EntryHolds(self.root, lock_timeout) if hold_entries else None
+        self.remote = remote
 
     def get_or_compute(self, stage: str, material: dict, compute: Compute,
                        required: tuple[str, ...] = (), known_files: Mapping[Path, str] | None = None,
@@ -118,9 +132,9 @@ class ArtifactCache:
             result = self._get_or_compute(stage, key, material, compute, required, known_files, source)
             if self.holds is None:
                 touch_entry(result.entry.directory)
-                return result
+                return self._uploaded(stage, result)
             if self.holds.hold(key, result.entry.directory):
-                return result
+                return self._uploaded(stage, result)
             log.info("%s: cache entry %s… was pruned as it was published; looking again", stage, key[:12])
         raise StageFailed(f"{stage}: cache entry {key[:12]}… was deleted {_HOLD_ATTEMPTS} times as it was "
                           "published; a trtpipe-cache prune or cache.max_size of another process removes it at once")
@@ -145,6 +159,10 @@ class ArtifactCache:
             if problem:
                 log.warning("cache entry %s/%s… is invalid (%s): discarded, rebuilding", stage, key[:12], problem)
                 self._discard(self._entry_dir(stage, key))
+            if self.remote is not None and self.remote.readable:
+                found = self._fetch_remote(stage, key, required, known_files or {})
+                if found is not None:
+                    return CacheResult(found[0], "cached", None, origin="remote", transfer=found[1])
             earlier = self._previous(stage)
             reason = problem or explain_miss([item["material"] for item in earlier], material,
                                              source=dict(source) if source else None,
@@ -169,22 +187,35 @@ class ArtifactCache:
             _refuse_private_entry(directory)
         except (OSError, ValueError) as error:
             return None, f"{ENTRY_FILE} unreadable: {error}"
-        problem = record_problem(record, stage, key, directory)
-        if problem:
-            return None, f"{ENTRY_FILE}: {problem}"
-        if _key_of(record["material"]) != key:
-            return None, f"{ENTRY_FILE}: its material does not hash to its key"
-        for name, digest in record["files"].items():
-            try:
-                if sha256_file(directory / name) != digest:
-                    return None, f"{name} does not match its recorded sha256"
-            except PermissionError:
-                _refuse_private_entry(directory)
-        outputs = record["outputs"]
-        missing = [kind for kind in required if kind not in outputs]
-        if missing:
-            return None, f"it lacks the output(s) {missing} the stage declares"
-        return CacheEntry(directory, record), None
+        problem = _entry_problem(directory, record, stage, key, required)
+        return (None, problem) if problem else (CacheEntry(directory, record), None)
+
+    def _fetch_remote(self, stage: str, key: str, required: tuple[str, ...],
+                      known_files: Mapping[Path, str]) -> "tuple[CacheEntry, Transfer] | None":
+        """The remote's entry of `key`, downloaded, checked as a local entry is (`_entry_problem`)
+        and published into entries/; None for a miss (the tier has said why, in one line)."""
+        from trtpipe.cache.remote.tier import Transfer
+
+        started = time.perf_counter()
+        with disk_errors_as_user_errors(self.root), Temporary(self.root / "tmp") as temporary:
+            fetched = self.remote.fetch(stage, key, temporary.path, known_files)
+            if fetched is None:
+                return None
+            problem = _entry_problem(temporary.path, fetched.record, stage, key, required)
+            if problem:
+                self.remote.refuse(stage, key, problem, fetched.record)
+                return None
+            make_read_only(temporary.path)
+            final = self._entry_dir(stage, key)
+            os.rename(temporary.path, final)
+        return CacheEntry(final, fetched.record), Transfer(time.perf_counter() - started, fetched.downloaded)
+
+    def _uploaded(self, stage: str, result: CacheResult) -> CacheResult:
+        """An entry this process built, sent to a writable remote (after it is published and held)."""
+        if result.status != "ran" or self.remote is None or not self.remote.writable:
+            return result
+        done = self.remote.upload(stage, result.entry.directory, result.entry.record)
+        return replace(result, upload="failed" if done is None else "uploaded" if done.published else "present")
 
     def _build(self, stage: str, key: str, material: dict, compute: Compute,
                known_files: Mapping[Path, str]) -> CacheEntry:
@@ -258,6 +289,27 @@ class ArtifactCache:
             items = [item] + [i for i in items if i.get("key") != key]
             with cache_errors_as_user_errors(self._index_path(stage), "miss index"):
                 write_atomic(self._index_path(stage), json.dumps(items[:_INDEX_LENGTH], sort_keys=True).encode())
+
+
+def _entry_problem(directory: Path, record: object, stage: str, key: str,
+                   required: tuple[str, ...]) -> str | None:
+    """Why the entry in `directory` (its parsed entry.json: `record`) is not to be trusted, or None:
+    the record's schema, its material hashing to `key`, every file's sha256, the required outputs."""
+    problem = record_problem(record, stage, key, directory)
+    if problem:
+        return f"{ENTRY_FILE}: {problem}"
+    if _key_of(record["material"]) != key:
+        return f"{ENTRY_FILE}: its material does not hash to its key"
+    for name, digest in record["files"].items():
+        try:
+            if sha256_file(directory / name) != digest:
+                return f"{name} does not match its recorded sha256"
+        except PermissionError:
+            _refuse_private_entry(directory)
+    missing = [kind for kind in required if kind not in record["outputs"]]
+    if missing:
+        return f"it lacks the output(s) {missing} the stage declares"
+    return None
 
 
 def _refuse_private_entry(directory: Path) -> None:

@@ -34,10 +34,9 @@ def plain_name_problem(name: object) -> str | None:
     return None
 
 
-def record_problem(record: object, stage: str, key: str, directory: Path) -> str | None:
-    """Why `record` (parsed entry.json) cannot be trusted for entry `directory`, or None.
-
-    File contents are not checked here (the cache compares digests afterwards)."""
+def listed_files_problem(record: object, stage: str, key: str) -> str | None:
+    """Why `record` cannot name the files of entry `stage`/`key`, or None: checked before any
+    file it names is fetched from a remote (cache/remote/fetch.py) and as part of `record_problem`."""
     if not isinstance(record, dict):
         return f"the record is a {type(record).__name__}, not an object"
     if record.get("stage") != stage or record.get("key") != key:
@@ -51,8 +50,22 @@ def record_problem(record: object, stage: str, key: str, directory: Path) -> str
         problem = plain_name_problem(name)
         if problem:
             return problem
+        if name == "entry.json":
+            return "the record lists its own entry.json among its files"
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             return f"the digest of {name!r} is not a sha256"
+    return None
+
+
+def record_problem(record: object, stage: str, key: str, directory: Path) -> str | None:
+    """Why `record` (parsed entry.json) cannot be trusted for entry `directory`, or None.
+
+    File contents are not checked here (the cache compares digests afterwards)."""
+    problem = listed_files_problem(record, stage, key)
+    if problem:
+        return problem
+    files = record["files"]
+    for name in files:
         path = directory / name
         if path.is_symlink() or not path.is_file():
             return f"{name} is missing or not a regular file"

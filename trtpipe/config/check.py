@@ -83,6 +83,11 @@ def _check_cache(cfg: DictConfig) -> None:
     cache = cfg.get("cache")
     if cache is not None and cache.get("max_size") is not None:
         parse_size(cache.max_size, "cache.max_size")
+    if cache is not None and cache.get("remote") is not None:
+        from trtpipe.cache.remote.location import REMOTE_MODES, parse_remote
+
+        parse_remote(cache.remote)
+        _one_of("cache.remote_mode", cache.remote_mode, REMOTE_MODES)
 
 
 def _check_tolerances(cfg: DictConfig) -> None:

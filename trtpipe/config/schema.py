@@ -33,6 +33,13 @@ class CacheConfig:
     # run: least recently used entries are deleted, never one this run used or another run holds.
     # null: unbounded (as pip's cache; `trtpipe-cache prune` bounds it by hand).
     max_size: Optional[str] = None
+    # A remote tier under the same keys (cache/remote/): s3://BUCKET/PREFIX, any S3-compatible store;
+    # endpoint, region and credentials from the usual AWS environment and config files
+    # (AWS_ENDPOINT_URL too). null: local only (`--no-remote` is cache.remote=null for one run).
+    remote: Optional[str] = None
+    # read (look up, never upload: CI that trusts a cache filled by builders) | write (upload, never
+    # look up) | readwrite.
+    remote_mode: str = "readwrite"
 
 
 @dataclass

@@ -73,8 +73,8 @@ def json_summary(code: int, run_dir: Path, result) -> dict:
         summary["manifest"] = str(run_dir / MANIFEST_NAME)
     if result is not None:
         summary["manifest"] = str(run_dir / MANIFEST_NAME)
-        summary["stages"] = [{"name": s.name, "status": s.status, "seconds": s.seconds, "summary": s.summary}
-                             for s in result.stages]
+        summary["stages"] = [{"name": s.name, "status": s.status, "seconds": s.seconds, "summary": s.summary,
+                              "origin": s.origin} for s in result.stages]
         if result.validation is not None:
             summary["validation"] = {
                 "passed": result.validation["passed"],

@@ -32,6 +32,13 @@ class StageRecord:
     # What the key is the hash of (stage, version, config, input digests, tool versions),
     # so that a later verification can name the value that drifted from the manifest alone.
     material: dict | None = None
+    # Where the stage's artifacts (all in one cache entry) came from: "local" (the local cache had
+    # the entry, or the stage ran here) or "remote" (downloaded from cache.remote in this run, and
+    # checked); None when the stage has no entry (skipped, failed, interrupted).
+    origin: str | None = None
+    # cache.remote only: a remote hit's {"downloaded": bytes, "seconds"}, or an entry that ran's
+    # {"upload": "uploaded" | "present" (another writer's record was first) | "failed"}.
+    remote: dict | None = None
 
 
 @dataclass

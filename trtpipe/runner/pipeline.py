@@ -18,6 +18,8 @@ from trtpipe.data import TABLES_KEY, check_sample_data, resolved_data, with_mode
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
+from trtpipe.cache.manage import human_size
+from trtpipe.cache.remote.tier import remote_tier
 from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
@@ -78,7 +80,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path, start_dir: Path, overrides: lis
     stages = plan_stages(list(cfg.stages))
     cache_root = Path(cfg.cache.dir).expanduser()
     cache = ArtifactCache(cache_root if cache_root.is_absolute() else start_dir / cache_root, cfg.cache.lock_timeout,
-                          hold_entries=True)
+                          hold_entries=True, remote=remote_tier(cfg.cache.get("remote"), cfg.cache.get("remote_mode")))
     note_old_cache(start_dir, cache.root)
     source_path = resolve_model_source(cfg.model.path, cfg.model.builtin, cache.root, start_dir)
     check_validate_outputs(cfg, [stage.name for stage in stages], source_path)  # exit 2 before any stage
@@ -262,6 +264,11 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes,
     entry = result.entry
     record.key = entry.key
     record.status = "deferred" if entry.record.get("status") == "deferred" else result.status
+    record.origin = result.origin
+    if result.transfer is not None:
+        record.remote = {"downloaded": result.transfer.downloaded, "seconds": round(result.transfer.seconds, 3)}
+    elif result.upload is not None:
+        record.remote = {"upload": result.upload}
     record.reason = result.reason
     record.summary = entry.record.get("summary", "")
     record.outputs = publisher.publish(entry, stage.name)
@@ -269,8 +276,14 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes,
     for kind in entry.record["outputs"]:
         artifacts[kind] = Artifact(entry.output_path(kind), entry.output_digest(kind), entry.record["files"])
     why = f"  ({result.reason})" if result.status == "ran" and result.reason else ""
-    log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, safe_text(record.summary),
-             safe_text(why))
+    if result.transfer is not None:  # `cached (remote, 0.8 s, 121.0 MB)`: what the download cost
+        seconds = result.transfer.seconds
+        log.info("  %-15s %s (remote, %s s, %s)  %s", stage.name, record.status,
+                 f"{seconds:.1f}" if seconds >= 0.1 else f"{seconds:.2f}", human_size(result.transfer.downloaded),
+                 safe_text(record.summary))
+    else:
+        log.info("  %-15s %-8s %6.2fs  %s%s", stage.name, record.status, record.seconds, safe_text(record.summary),
+                 safe_text(why))
     if entry.record.get("console_file"):
         log.info("%s", (entry.directory / entry.record["console_file"]).read_text().rstrip())
     if entry.record.get("failed"):

@@ -1,0 +1,74 @@
+"""A TCP relay on 127.0.0.1 in front of the test S3 server that can cut a file's download
+midway: the server "goes away" while it sends an object's bytes, as a host that dies or a link
+that drops does. Only loopback; it stops with the test (`close`)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class CuttingProxy:
+    def __init__(self, upstream: str, cut_files_after: int) -> None:
+        """`upstream`: the server's http://host:port. A request for an object under `/files/` gets
+        `cut_files_after` bytes of its response, then both connections are closed."""
+        host, port = upstream.removeprefix("http://").split(":")
+        self._upstream = (host, int(port))
+        self.cut_files_after = cut_files_after
+        self.cuts = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._listener.close()
+        for sock in self._sockets:
+            _close(sock)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            server = socket.create_connection(self._upstream, timeout=30)
+            self._sockets += [client, server]
+            state = {"budget": None}
+            threading.Thread(target=self._requests, args=(client, server, state), daemon=True).start()
+            threading.Thread(target=self._responses, args=(server, client, state), daemon=True).start()
+
+    def _requests(self, client: socket.socket, server: socket.socket, state: dict) -> None:
+        while data := _recv(client):
+            if data.startswith(b"GET ") and b"/files/" in data.split(b"\r\n", 1)[0]:
+                state["budget"] = self.cut_files_after  # set before the server can answer
+            server.sendall(data)
+        _close(server)
+
+    def _responses(self, server: socket.socket, client: socket.socket, state: dict) -> None:
+        while data := _recv(server):
+            budget = state["budget"]
+            if budget is not None and len(data) >= budget:
+                client.sendall(data[:budget])
+                self.cuts += 1
+                break
+            if budget is not None:
+                state["budget"] = budget - len(data)
+            client.sendall(data)
+        _close(client)
+        _close(server)
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except OSError:
+        return b""
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
