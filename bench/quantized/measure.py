@@ -13,7 +13,7 @@ which is what is measured):
   emulated candidate's rel_l2 against it, the share of int8/fp8 codes that differ, and, with
   `validate.float_model`, rel_l2 of the QDQ model and of the candidate against the float model
   (not judged: what quantization costs, and what FP16 adds to it);
-- `seconds`: trtpipe's conversion (sanitize + upgrade_opset + precision, from its --json) and its whole
+- `seconds`: trtpipe's conversion (sanitize + upgrade_opset + precision, from its manifest) and its whole
   run (validate included); AutoCast's call and save.
 """
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Converted:
     fp16_share: float = 0.0
     seconds: float = 0.0               # the conversion
     run_seconds: float = 0.0           # trtpipe: the whole run, validate included
+    stage_status: str = ""             # trtpipe: sanitize,upgrade_opset,precision statuses (ran/cached)
     exit_code: int | None = None
     passed: bool | None = None         # trtpipe's verdict against the QDQ model
     rel_l2: float | None = None        # the emulated candidate vs the QDQ model (worst output)
@@ -63,24 +64,30 @@ class Converted:
 
 
 def trtpipe(source: Source, qdq: Path, float_path: Path, recipe: str | None, work: Path) -> tuple[Converted, Path | None]:
-    """trtpipe's CLI, every stage (the build defers: no TensorRT here; the oracle builds afterwards)."""
+    """trtpipe's CLI, every stage (the build defers: no TensorRT here; the oracle builds afterwards); its
+    console output is kept in `work/trtpipe_<config>.log`."""
     tool = f"trtpipe {recipe or 'default'}"
     run = work / f"run_{recipe or 'default'}"
-    command = [sys.executable, "-m", "trtpipe", "--json", f"model.path={qdq}", f"validate.float_model={float_path}",
-               f"cache.dir={work / 'cache'}", f"hydra.run.dir={run}", *source.data_overrides()]
+    command = [sys.executable, "-m", "trtpipe", f"model.path={qdq}", f"validate.float_model={float_path}",
+               f"cache.dir={work / ('cache_' + (recipe or 'default'))}", f"hydra.run.dir={run}", *source.data_overrides()]
     if recipe:
         command.append(f"+recipe={recipe}")
     start = time.perf_counter()
     done = subprocess.run(command, cwd=work, capture_output=True, text=True)
     result = Converted(tool, run_seconds=time.perf_counter() - start, exit_code=done.returncode)
-    summary = _json_line(done.stdout)
+    (work / f"trtpipe_{recipe or 'default'}.log").write_text(done.stdout + done.stderr)
     place_left_in_cache(run)   # a failed verdict places no model in the run directory (docs/cache.md)
     model = run / "precision" / "model.onnx"
     if not model.is_file():
         result.error = ((done.stderr or done.stdout).strip().splitlines() or ["no output"])[-1][:300]
         return result, None
     result.ok = True
-    result.seconds = sum(s.get("seconds", 0.0) for s in summary.get("stages", []) if s["name"] in CONVERSION)
+    # The manifest's per-stage seconds (what the stage lines print); a cached stage would count ~0 s, so
+    # each model's runs use a cache of their own and the statuses are kept.
+    manifest = json.loads((run / "manifest.json").read_text())
+    stages = [s for s in manifest.get("stages", []) if s.get("name") in CONVERSION]
+    result.seconds = sum(s.get("seconds") or 0.0 for s in stages)
+    result.stage_status = ",".join(s.get("status", "?") for s in stages)
     _validation(result, run / "validate" / "validation.json")
     return result, run
 

@@ -48,13 +48,21 @@ def unavailable(bench_python: str) -> str | None:
     done = subprocess.run([bench_python, "-c", probe], capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["?"])[-1]
-        return (f"{bench_python} lacks the bench extra ({last}); Fix: pip install -e '.[bench]' "
-                "'nvidia-modelopt[onnx]' into a venv and pass --bench-python PATH (or $TRTPIPE_BENCH_PYTHON)")
+        return (f"{bench_python} lacks torch, transformers or ModelOpt ({last}): install the `bench-quantize` "
+                "extra into a venv of its own and pass its python as --bench-python (or $TRTPIPE_BENCH_PYTHON)")
     return None
 
 
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 def run_all(chosen: list[sources.Source], quantizers: list[str], work: Path, tmp: Path, bench_python: str,
-            autocast: bool = True, echo=print) -> list[Row]:
+            autocast: bool = True, echo=_print) -> list[Row]:
+    """Models are made once under `work`; each model's runs, engines and logs go to
+    `work/runs/<source>/<quantizer>`, emptied first (kept after for a look, replaced by the next run)."""
+    import shutil
+
     oracle = check.prepare(tmp / "oracle")
     rows = []
     for source in chosen:
@@ -64,8 +72,9 @@ def run_all(chosen: list[sources.Source], quantizers: list[str], work: Path, tmp
             row = Row(source, quantizer)
             try:
                 qdq = quantize.quantized_model(quantizer, float_path, calibration, bench_python)
-                one_model(row, qdq, float_path, calibration, tmp / source.name / quantizer, oracle, bench_python,
-                          autocast)
+                runs = work / "runs" / source.name / quantizer
+                shutil.rmtree(runs, ignore_errors=True)
+                one_model(row, qdq, float_path, calibration, runs, oracle, bench_python, autocast)
             except RuntimeError as exc:
                 row.error = str(exc)[:400]
             for line in lines(row):
