@@ -64,3 +64,30 @@ def test_engine_bytes_of_an_embedded_and_a_separate_epcontext(tmp_path):
     onnx.save(helper.make_model(graph), str(tmp_path / "none.onnx"))
     with pytest.raises(ValueError, match="no EPContext node"):
         engine_program.engine_bytes(tmp_path / "none.onnx")
+
+
+def test_the_comparison_names_lost_layers_and_fp16_ops_run_fp32():
+    """bench/rtx/quantized_layers.compare on the same real program: against itself nothing is found;
+    with c2's operands declared FP32 c2 is lost and, planned FP16, runs FP32; a kernel of planned-FP16
+    nodes that writes FP32 is named too."""
+    from bench.rtx.quantized_layers import compare
+
+    source = engine_program.read(PROGRAM.read_bytes())
+    plan = {"nodes": [{"name": n, "precision": "fp16"} for n in ("c1", "c2", "fc", "c1_relu", "c1_o_QuantizeLinear",
+                                                                  "c1_r_QuantizeLinear", "c1_o_DequantizeLinear")]}
+    same = compare(source, source, plan)
+    assert same.ok and same.source_quantized == same.output_quantized == ("c1", "c2", "fc")
+    text = PROGRAM.read_text(encoding="latin-1")
+    for name in ("__mye1537dconst", "__mye1135c2_o_before_bias.1_4"):   # c2's weight and activation
+        line = next(ln for ln in text.splitlines() if f'name="{name}"' in ln)
+        text = text.replace(line, line.replace("type=int8", "type=float"))
+    # c1's kernel (its layers all planned FP16 above) writes FP32 instead of its INT8 codes.
+    kernel = next(ln for ln in text.splitlines() if "__myl_MulCastAddMulMinMaxRounCastCastMulReluMulMinMaxRounCast " in ln)
+    output = kernel.split('output_args={ "')[1].split('"')[0]
+    declared = next(ln for ln in text.splitlines() if f'name="{output}"' in ln and ln.startswith("  tensor="))
+    text = text.replace(declared, declared.replace("type=int8", "type=float"))
+    found = compare(source, engine_program.read(text.encode("latin-1")), plan)
+    assert found.lost == ("c2 (int8xint8 -> floatxfloat)",)
+    assert found.fell_back[0] == "c2 [corrltn]: operands floatxfloat"
+    assert len(found.fell_back) == 2 and "writes float" in found.fell_back[1]
+    assert compare(source, engine_program.read(text.encode("latin-1"))).fell_back == ()   # no plan: not checked
