@@ -10,7 +10,10 @@
   symmetric (TensorRT's INT8 takes zero points of 0), the linear ops only (Conv, Gemm, MatMul: what
   TensorRT runs quantized; ONNX Runtime's default would also quantize Add, Gather, Softmax ... whose Q/DQ
   TensorRT only fuses away), biases as ONNX Runtime writes them (INT32 through a DequantizeLinear).
-  Calibrated with MinMax on the same data.
+  First ONNX Runtime's own pre-processing, as its warning asks (`quant_pre_process`: its optimizer
+  folds BatchNormalization into the Conv before it, so the convs get biases, quantized INT32 as
+  above; its symbolic shape inference is skipped: it asserts on the Paddle exports' Concat, and the
+  shapes here are static). Calibrated with MinMax on the same data.
 
 Each quantized model is made once in the work folder and reused.
 """
@@ -20,8 +23,11 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import onnx
+from onnx import version_converter
 
 QUANTIZERS = ("modelopt_int8", "modelopt_fp8", "ort_qdq")
+PER_CHANNEL_OPSET = 13
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -46,6 +52,17 @@ def quantized_model(quantizer: str, float_path: Path, calibration: Path, bench_p
 
 def _ort(float_path: Path, calibration: Path, out: Path) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    prepared = out.with_name(out.stem + ".pre.onnx")
+    model = onnx.load(str(float_path))
+    if _opset(model) < PER_CHANNEL_OPSET:
+        # Per-channel DequantizeLinear (`axis`) exists from opset 13; onnxruntime 1.32's quantize_static
+        # writes one for every INT32 bias of an opset-11 model all the same (ONNX Runtime then refuses
+        # to load it), so the model is converted first, as its per-channel documentation asks.
+        model = version_converter.convert_version(model, PER_CHANNEL_OPSET)
+    onnx.save(model, str(prepared))
+    quant_pre_process(str(prepared), str(prepared), skip_symbolic_shape=True)
 
     data = dict(np.load(calibration))
     count = len(next(iter(data.values())))
@@ -57,7 +74,12 @@ def _ort(float_path: Path, calibration: Path, out: Path) -> None:
         def get_next(self):
             return next(self.feeds, None)
 
-    quantize_static(str(float_path), str(out), Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(str(prepared), str(out), Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                     op_types_to_quantize=["Conv", "Gemm", "MatMul"],
                     extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    prepared.unlink()
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
