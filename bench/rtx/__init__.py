@@ -6,6 +6,8 @@ corpus (bench/wild) with its fitting recipe: `python -m bench.rtx` (= `python -m
 bench/rtx/check.py; table in bench/rtx/RTX.md). `python -m bench.rtx --ops` measures the parser
 op by op and element type by element type (bench/rtx/ops.py) into
 trtpipe/trt/parser/onnx_parser_ops_measured/ and docs/rtx-parser.md (issue 23).
+bench/rtx/quantized_layers.py builds a quantized model and trtpipe's output of it and compares the
+linear ops of the two engines (still INT8/FP8; planned FP16 not run FP32; issue 31, item 3).
 
 What is real: the parser, the builder, the engine bytes (an EPContext model).
 What is FAKED, and only here, in a child process: stand-in CUDA driver, NVML and CUDA

@@ -81,10 +81,11 @@ def qdq_model(kind: str = "int8", opset: int = 19, ort_bias: bool = False) -> on
 
 
 
-def ort_quantized_pair(directory) -> tuple:
+def ort_quantized_pair(directory, quantize_bias: bool = True) -> tuple:
     """(float model, its QDQ model) written in `directory` by ONNX Runtime's own `quantize_static`
     (QDQ format, per-channel, symmetric INT8), so the bias DequantizeLinears are exactly what it writes: INT32
-    codes with INT32 zero points, per axis 0, feeding Conv input 2 and Gemm input 2.
+    codes with INT32 zero points, per axis 0, feeding Conv input 2 and Gemm input 2. `quantize_bias=False`
+    (its `QuantizeBias` option) leaves the biases FP32 and unquantized.
 
     x [1, 3, 16, 16] -> Conv+Relu -> Conv+Relu -> GlobalAveragePool -> Flatten -> Gemm -> y [1, 10]; opset 17.
     Calibrated on 4 seeded uniform inputs."""
@@ -124,5 +125,6 @@ def ort_quantized_pair(directory) -> tuple:
     # Symmetric, as issue 31 quantized with ONNX Runtime: TensorRT's INT8 needs zero points 0.
     quantize_static(str(float_path), str(qdq_path), Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
+                                   "QuantizeBias": quantize_bias})
     return float_path, qdq_path

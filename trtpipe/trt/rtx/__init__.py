@@ -17,6 +17,8 @@ Rooms:
   crash of the EP is a failed build, not a dead pipeline.
 - backend: the parent side (availability, cache-key facts, build).
 - parser_log, plan_compare, audit: the parser's logged types against precision_plan.json.
+- engine_program: the Myelin program an engine carries, read as text (linear ops, their operand
+  types: still quantized or not; generated kernels with their ONNX layers and output types).
 - runner: the EPContext model as validate's candidate (needs a GPU).
 
 This package imports nothing heavy at import time; trtpipe never fakes hardware (the
