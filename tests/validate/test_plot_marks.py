@@ -27,7 +27,8 @@ def transformer_rows():
 
 
 def _texts(figure) -> list[str]:
-    return [t.get_text() for t in figure.texts] + [t.get_text() for axis in figure.axes for t in axis.texts]
+    return ([t.get_text() for t in figure.texts] + [t.get_text() for axis in figure.axes for t in axis.texts]
+            + [axis.get_title(loc="left") for axis in figure.axes])
 
 
 def test_exact_zero_errors_do_not_stretch_the_error_axis(transformer_rows):
@@ -87,3 +88,19 @@ def test_a_plot_without_zeros_or_masks_says_nothing_of_them():
     texts = " ".join(_texts(figure))
     assert "drawn here" not in texts
     assert figure.axes[1].get_ylim()[0] == pytest.approx(1e-4 / 3.0)  # the data's lowest, not the floor
+
+
+def test_the_first_failure_and_the_numbers_of_close_worst_nodes_cover_no_point(transformer_rows):
+    """Issue 33, item 7: the "first inf/NaN" box sat among the points and over the numbered worst
+    nodes, and the numbers of neighbouring nodes were printed over one another."""
+    rows, threshold = transformer_rows
+    rows = [dict(row) for row in rows]
+    for index in (30, 31, 32):  # three neighbours among the worst
+        rows[index].update(error=50.0 + index, failed=True)
+    figure = accuracy_figure(rows, title="t", error_threshold=threshold)
+    bottom = figure.axes[1]
+    assert bottom.get_title(loc="left").startswith("first inf/NaN: ")  # above the panel, not in it
+    assert not [t for t in bottom.texts if t.get_text().startswith("first")]
+    numbers = {t.get_text(): t for t in bottom.texts if t.get_text().isdigit()}
+    heights = {t.xyann[1] for text, t in numbers.items() if text in ("1", "2", "3")}
+    assert len(heights) == 3, "three neighbouring worst nodes: three label heights"

@@ -180,16 +180,11 @@ def accuracy_figure(
         row = rows[first]
         for axis in (top, bottom):
             axis.axvline(first, color=FAILED_COLOUR, linestyle="--", linewidth=0.8, zorder=0)
-        left_half = first < len(rows) / 2
-        bottom.annotate(
-            f"{'first inf/NaN' if nonfinite.any() else 'first failure'}: {safe_text(row['node'])} "
-            f"({safe_text(row['op_type'])})",
-            xy=(first, shown_error[first]),
-            xytext=(15 if left_half else -15, -45), textcoords="offset points",
-            ha="left" if left_half else "right", fontsize="small",
-            arrowprops={"arrowstyle": "->", "color": FAILED_COLOUR},
-            bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": FAILED_COLOUR, "alpha": 0.85},
-        )
+        # Decision: named above the panel, not in it: a box among the points hid the numbered
+        # worst nodes and the points themselves (issue 33, item 7); the dashed line marks the node.
+        bottom.set_title(f"{'first inf/NaN' if nonfinite.any() else 'first failure'}: {safe_text(row['node'])} "
+                         f"({safe_text(row['op_type'])}), node {first}, the dashed line",
+                         loc="left", fontsize="small", color=FAILED_COLOUR)
     _name_worst(figure, bottom, rows, error, shown_error, error_floor, first)
     for axis in (top, bottom):
         axis.yaxis.set_minor_locator(NullLocator())  # log axes' minor ticks: hundreds of artists, no information
@@ -232,6 +227,17 @@ def worst_nodes(rows: list[dict], error: np.ndarray, error_floor: float, skip: i
     return order[:WORST_NAMED]
 
 
+def _label_heights(indices: list[int], count: int) -> dict[int, int]:
+    """How many label rows up each numbered node's label goes: nodes closer than 2% of the axis
+    (at least one node) stack their numbers instead of printing them over one another."""
+    near = max(1.0, 0.02 * count)
+    heights: dict[int, int] = {}
+    for index in sorted(indices):
+        taken = {heights[other] for other in heights if abs(other - index) <= near}
+        heights[index] = min(level for level in range(len(indices) + 1) if level not in taken)
+    return heights
+
+
 def _name_worst(figure, bottom, rows, error, shown_error, error_floor, first) -> None:
     """Number the worst nodes at their points and list them beside the error panel."""
     worst = worst_nodes(rows, error, error_floor, first)
@@ -239,9 +245,10 @@ def _name_worst(figure, bottom, rows, error, shown_error, error_floor, first) ->
         return
     names = unique_short_names((safe_text(rows[i]["node"]) for i in worst), _NAME_WIDTH)
     lines = ["largest errors:"]
+    raised = _label_heights(worst, len(rows))
     for rank, index in enumerate(worst, start=1):
-        bottom.annotate(str(rank), xy=(index, shown_error[index]), xytext=(3, 3), textcoords="offset points",
-                        fontsize="small", fontweight="bold")
+        bottom.annotate(str(rank), xy=(index, shown_error[index]), xytext=(0, 4 + 9 * raised[index]),
+                        textcoords="offset points", ha="center", fontsize="small", fontweight="bold")
         lines += [f"{rank} {names[safe_text(rows[index]['node'])]}",
                   f"  {safe_text(rows[index]['op_type'])}, error {error[index]:.3g}"]
     figure.text(_MARGINS["right"] + 0.01, _MARGINS["bottom"], "\n".join(lines), fontsize="small",
