@@ -97,16 +97,13 @@ PASTE = {
     "(data.inputs.<name>.low/high) and the model states none (no constant table they index, no mask use): {}; "
     "random values of ids, masks or indices would be meaningless":
         Paste(("model.path={unread}", NO_BUILD)),
-    "trtpipe/numerics/inputs.py:_shape: model input {} has dynamic dimensions (shape {}), so there is no size to draw":
+    "trtpipe/data.py:_refuse_unsized_inputs: {} that nothing sizes, so there is no sample to draw":
         Paste(("model.path={dynamic}", NO_BUILD)),
     "trtpipe/numerics/inputs.py:_shape: data.inputs.{}.shape {} does not fit the model's shape {}":
         Paste(("model.path={dynamic}", NO_BUILD, "++data.inputs.x.shape=[1,3,9]")),
     "trtpipe/trt/profiles.py:checked_profiles: the model has dynamic inputs ({}) and build.profiles is empty "
     "(build.require_profiles=true demands them)":
         Paste(("model.path={dynamic}", "++data.inputs.x.shape=[2,3,8,8]", "build.require_profiles=true")),
-    "trtpipe/trt/profiles.py:checked_profiles: the model has dynamic inputs ({}), build.profiles is empty and the "
-    "sample data gives no shape for them":
-        Paste(("model.path={dynamic}", "stages=[sanitize,precision,build]", "precision.default=fp32")),
     "trtpipe/trt/data_profiles.py:check_data_in_profiles: the sample input {} ({}) has shape {}: dimension {} is {}, "
     "outside build.profiles[{}].{}'s range [{}, {}]{}; the engine could not run it":
         Paste(("model.path={dynamic}", "++data.inputs.x.shape=[4,3,8,8]",
@@ -367,6 +364,13 @@ PROSE = {
     'trtpipe/verify.py:_check_model_path: {} {} is {}, not a file': VERIFY,
     # issue 32: a manifest or run directory verify cannot trust; its Fix is a manifest to produce.
     'trtpipe/runner/manifest_trust.py:check_complete: manifest {} is incomplete or edited: {}': VERIFY,
+    'trtpipe/runner/manifest_trust.py:check_outcome: manifest {} is incomplete or edited: {}': VERIFY,
+    # Backstops since session 11: an input without a size is refused before any stage
+    # (trtpipe/data.py `_refuse_unsized_inputs`), and the build needs the precision stage, which uses data.
+    "trtpipe/numerics/inputs.py:_shape: model input {} has dynamic dimensions (shape {}), so there is no size to draw":
+        INTERNAL,
+    "trtpipe/trt/profiles.py:checked_profiles: the model has dynamic inputs ({}), build.profiles is empty and the "
+    "sample data gives no shape for them": INTERNAL,
     'trtpipe/runner/manifest_trust.py:check_run_files: run directory {} cannot be trusted: {} is not the file its '
     'manifest records (sha256 {}…, recorded {}…)': VERIFY,
     'trtpipe/runner/manifest_trust.py:_inside_parts: run directory {} cannot be trusted: its manifest names the '

@@ -152,7 +152,40 @@ def with_model_ranges(data: dict, model_path: Path, sequence_length: int = 128) 
     for name, (shape, reasons) in filled_shapes(inputs, specs, tokens, sequence_length).items():
         specs[name] = {**(specs.get(name) or {}), "shape": shape, "shape_from": reasons}
         shaped[name] = shape_line(shape, reasons, by_name[name])
+    _refuse_unsized_inputs(inputs, specs, sequence_length)
     return {**data, "inputs": specs}, read, shaped
+
+
+def _refuse_unsized_inputs(inputs, specs: Mapping, sequence_length: int) -> None:
+    """Every generated input whose dynamic dims neither the user, a profile nor sample_dims.py sized,
+    in one error before any stage. Decision: found here, not when the precision stage draws the
+    sample (after sanitize and the opset upgrade had run, one input per attempt), and the example
+    sizes a dynamic dim as the defaults would (1 for the first, `data.sequence_length` for the
+    others), never 1 everywhere: a one-step sequence or a 1x1 image passes on degenerate data."""
+    from trtpipe.numerics.inputs import input_shape_override
+    from trtpipe.onnxmodel import input_dims
+
+    unsized = [value for value in inputs
+               if not (specs.get(value.name) or {}).get("shape") and input_dims.is_dynamic(input_dims.dims(value))]
+    if not unsized:
+        return
+    problem = (f"model input {unsized[0].name!r} has dynamic dimensions (shape "
+               f"{input_dims.shape_text(input_dims.labels(unsized[0]))})" if len(unsized) == 1 else
+               "model inputs " + ", ".join(f"{value.name!r} {input_dims.shape_text(input_dims.labels(value))}"
+                                           for value in unsized) + " have dynamic dimensions")
+    examples = []
+    for value in unsized:
+        declared = input_dims.dims(value)
+        example = None if declared is None else input_shape_override(
+            value.name, [size if size is not None else (1 if axis == 0 else sequence_length)
+                         for axis, size in enumerate(declared)])
+        if example is None:  # an unknown rank, or a name the override grammar cannot spell
+            raise UserError(f"{problem} that nothing sizes, so there is no sample to draw",
+                            "give the sample inputs in data.path (an .npz keyed by input name)")
+        examples.append(example)
+    raise UserError(f"{problem} that nothing sizes, so there is no sample to draw",
+                    f"set the sample shape to your real sizes, e.g. {' '.join(examples)} (the build takes the "
+                    "sample shapes as its profile), or give data.path or build.profiles")
 
 
 def check_sample_data(data: Mapping, check_values: bool = True,
