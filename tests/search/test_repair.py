@@ -121,11 +121,11 @@ def _two_matmuls():
 
 
 def _substitution(model, feeds, bound: float | None):
-    """`_substitute` on the plan {big FP32}; with `bound` None, the rel_l2 of the three plans instead."""
+    """`substitute_stand_ins` on the plan {big FP32}; with `bound` None, the rel_l2 of the three plans instead."""
     from trtpipe.search.fp32_set import split_plan
     from trtpipe.search.moves import SearchSteps
     from trtpipe.search.pareto import FlopShare
-    from trtpipe.search.repair import _substitute
+    from trtpipe.search.substitution import substitute_stand_ins
     from trtpipe.search.trials import TrialRunner
 
     net = network_from_model(model)
@@ -139,7 +139,7 @@ def _substitution(model, feeds, bound: float | None):
                 for plan in ((), ("small",), ("big",))}
     steps = SearchSteps(runner, 10, share, label="repair")
     assert steps.trial(frozenset({"big"}), "given", frozenset()).passed
-    return _substitute(steps, net, split, share, frozenset({"big"}), ["big"]), steps.log
+    return substitute_stand_ins(steps, net, split.searchable, share, frozenset({"big"}), ["big"]), steps.log
 
 
 def test_a_needed_heavy_node_is_swapped_for_a_cheaper_one_that_passes_too():
