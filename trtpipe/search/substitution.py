@@ -24,7 +24,11 @@ Decisions:
   FP32, only those holding block-0 `v` with `k` or with the score MatMul pass).
 - When a stand-in passes that way, one more trial asks whether it passes against the plan's own
   cheap nodes (the swap alone): if so that plan is kept, and the cheap nodes the stand-in did not
-  need cost no release trials (seed 3: the swap alone passes, the plan keeps its 70 FP32 nodes).
+  need cost no release trials (basic-pitch: its 1D Conv's neighbour stands in alone). Otherwise the
+  plan with every cheap node FP32 is kept and the cheap release gives back what it can: FLOPs are
+  the objective, Casts the tie-break (seed 3: the block-1 `q` projection stands in for the `wi_0`
+  MatMul, 92.6% FLOPs low precision as before, but the swap alone fails and the plan keeps more
+  cheap nodes FP32 than the single stand-in `v` it found before against the shrunk plan).
 - At most `SUBSTITUTION_TRIALS` trials in all, needed heavy nodes together, largest first: on a
   model whose trial takes seconds the phase is a bet, so its stake is fixed (per node, U^2-Netp's
   two needed Convs cost 16 trials and found none). The repair runs it before the cheap release
