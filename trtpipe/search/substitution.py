@@ -58,7 +58,7 @@ def substitute_stand_ins(steps: SearchSteps, net: Network, searchable: list[str]
     kept = list(needed)
     until = steps.spent + SUBSTITUTION_TRIALS
     for node in sorted(needed, key=lambda n: (-share.flops(n), topological[n])):
-        distance = _distances(net, node)
+        distance = distances(net, node)
         candidates = sorted((c for c in set(searchable) - state
                              if share.heavy(c) and share.flops(c) < share.flops(node) and c in distance),
                             key=lambda c: (distance[c], share.flops(c), topological[c]))
@@ -77,7 +77,7 @@ def substitute_stand_ins(steps: SearchSteps, net: Network, searchable: list[str]
     return state, kept
 
 
-def _distances(net: Network, start: str) -> dict[str, int]:
+def distances(net: Network, start: str) -> dict[str, int]:
     """Edges from `start` to every node connected to it, either direction (breadth first)."""
     distance, frontier = {start: 0}, [start]
     while frontier:
