@@ -217,3 +217,24 @@ def test_the_stage_line_shows_a_small_change_of_flop_share():
     assert _shares(1.0, 0.9998) == "100.00% -> 99.98%"  # basic-pitch's repair moved 0.02% of the FLOPs
     assert _shares(0.9412, 0.9265) == "94.1% -> 92.7%"
     assert _shares(0.95, 0.95) == "95.0% -> 95.0%"
+
+
+def test_the_cheap_release_takes_the_islands_farthest_from_the_held_heavy_nodes_first():
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from trtpipe.search.repair import _farthest_first
+
+    weight = numpy_helper.from_array(np.eye(8, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["a"], name="held"),
+         helper.make_node("Relu", ["a"], ["b"], name="near"),
+         helper.make_node("MatMul", ["b", "w"], ["c"], name="other"),
+         helper.make_node("Relu", ["c"], ["d"], name="middle"),
+         helper.make_node("Sigmoid", ["d"], ["y"], name="far")],
+        "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [weight])
+    net = network_from_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    islands = [["near"], ["middle", "far"]]
+    assert _farthest_first(islands, ["held"], net) == [["middle", "far"], ["near"]]
+    assert _farthest_first(islands, [], net) == islands  # no heavy node held: topological order
