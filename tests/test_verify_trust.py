@@ -90,6 +90,7 @@ INCOMPLETE = {
     "the run's exit code removed": lambda m: m.pop("exit_code"),
     "an exit code its status never has": lambda m: m.update(exit_code=1),
     "a status the runner never writes": lambda m: m.update(status="passed"),
+    "a status that is a list": lambda m: m.update(status=[1, 2]),  # found by the verify fuzz: a TypeError
 }
 
 

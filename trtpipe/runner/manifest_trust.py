@@ -64,7 +64,7 @@ def check_outcome(manifest: dict, path: Path) -> None:
     missing = [key for key in ("status", "exit_code") if key not in manifest]
     if missing:
         why = f"it records no {' and no '.join(missing)}"
-    elif manifest["status"] not in _OUTCOMES:
+    elif not isinstance(manifest["status"], str) or manifest["status"] not in _OUTCOMES:
         why = f"its status {str(manifest['status'])[:40]!r} is not one of {', '.join(_OUTCOMES)}"
     elif manifest["exit_code"] not in _OUTCOMES[manifest["status"]] or isinstance(manifest["exit_code"], bool):
         why = f"status {manifest['status']} with exit_code {str(manifest['exit_code'])[:20]} is not an ending trtpipe writes"
