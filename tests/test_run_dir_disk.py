@@ -90,7 +90,7 @@ def test_final_keeps_only_the_last_model_and_verify_notes_the_others(linked, tmp
     workdir, model, _ = linked
     run = run_trtpipe(tmp_path, NO_BUILD, f"model.path={model}", DATA, "run.artifacts=final", cache=workdir / "cache")
     assert run.code == 0, run.stdout + run.stderr
-    assert stage_files(run.run_dir) == {"manifest.json", "trtpipe.log", "precision/model.onnx",
+    assert stage_files(run.run_dir) == {"manifest.json", "summary.md", "trtpipe.log", "precision/model.onnx",
                                         "precision/precision_plan.json"}
     assert run.manifest["left_in_cache"] == ["sanitize/model.onnx", "upgrade_opset/model.onnx"]
     assert "not placed in the run directory (run.artifacts=final" in run.stdout + run.stderr

@@ -23,6 +23,7 @@ from trtpipe.cache.remote.tier import remote_tier
 from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
+from trtpipe.runner.run_summary import write_run_summary
 from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, signals_deferred, signals_received
 from trtpipe.runner.source_snapshot import data_snapshot, source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
@@ -155,6 +156,7 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
     # A full disk: exit 2 with one line naming the path (the copy error is then the same cause).
     with disk_errors_as_user_errors(run_dir / MANIFEST_NAME):
         manifest.write(run_dir)
+        write_run_summary(run_dir, manifest.to_json())  # the run in Markdown, to paste (run_summary.py)
     if copy_error is not None:
         log.error("  copying into the run directory failed: %s", copy_error)
     bound_cache(cache, cfg.cache.get("max_size"))
@@ -178,6 +180,7 @@ def _record_interrupted(manifest: RunManifest, stages, publisher, run_dir: Path,
         manifest.status, manifest.exit_code = "interrupted", interrupted.exit_code
         try:
             manifest.write(run_dir)
+            write_run_summary(run_dir, manifest.to_json())
         except OSError as error:
             log.debug("the interrupted run's manifest could not be written: %s", error)
     raise interrupted

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
+from trtpipe.runner.run_summary import run_reason, stage_artifact
 from trtpipe.runner.sweep_jobs import expected_jobs, interrupted_by, mark_interrupted, one_line, read_records
 from trtpipe.safe_text import safe_text
 
@@ -177,32 +178,22 @@ def job_row(manifest_path: Path) -> dict:
     stages = {s["name"]: s for s in manifest["stages"]}
     row = {"job": run_dir.name, "overrides": " ".join(manifest.get("overrides", [])),
            "_overrides": [str(override) for override in manifest.get("overrides", [])],
-           "status": manifest.get("status"), "reason": _reason(manifest), "validation": "-", "worst": "-",
+           "status": manifest.get("status"), "reason": run_reason(manifest), "validation": "-", "worst": "-",
            "fp16_flop_share": "-",
            "fp32_nodes": "-", "casts": "-", "engine_latency_ms": "-",
            "seconds": round(sum(s.get("seconds") or 0 for s in manifest["stages"]), 2), "run_dir": str(run_dir)}
-    plan = _artifact(run_dir, stages.get("precision"), "plan")
+    plan = stage_artifact(run_dir, stages.get("precision"), "plan")
     if plan:
         totals = plan["totals"]
         row.update(fp16_flop_share=f"{totals['low_precision_flop_share'] * 100:.1f}%",
                    fp32_nodes=totals["nodes"].get("fp32", 0), casts=totals["casts_added"])
-    report = _artifact(run_dir, stages.get("validate"), "report")
+    report = stage_artifact(run_dir, stages.get("validate"), "report")
     if report:
         row["validation"] = "passed" if report["passed"] else "FAILED"
         row["worst"] = _worst(report)
     row["_exit"] = manifest.get("exit_code", 0 if manifest.get("status") == "ok" else 1)
     row["exit_code"] = row["_exit"]
     return row
-
-
-def _reason(manifest: dict) -> str:
-    """One line: the first failed or interrupted stage and its error; '-' for a run that passed."""
-    for stage in manifest.get("stages", []):
-        if stage.get("status") == "failed":
-            return one_line(f"{stage['name']}: {stage.get('error') or 'failed'}")
-        if stage.get("status") == "interrupted":
-            return f"interrupted in stage {stage['name']}"
-    return "-"
 
 
 def write_summary(root: Path, rows: list[dict]) -> None:
@@ -255,15 +246,6 @@ def _worst(report: dict) -> str:
     text = f"cos {min(cosines):.6f}" if cosines else "cos n/a"
     text += f", rel_l2 {max(rels):.3g}" if rels else ""
     return text + (f", {nonfinite} non-finite" if nonfinite else "")
-
-
-def _artifact(run_dir: Path, stage: dict | None, kind: str) -> dict | None:
-    if not stage or kind not in (stage.get("outputs") or {}):
-        return None
-    try:
-        return json.loads((run_dir / stage["outputs"][kind]["path"]).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _job_number(path: Path):
