@@ -30,6 +30,7 @@ import onnx
 
 from bench.quantized.sources import Source
 from bench.rtx import quantized_layers
+from bench.rtx.check import json_tail
 from bench.rtx.subjects import _place_left_in_cache as place_left_in_cache
 
 CONVERSION = ("sanitize", "upgrade_opset", "precision")
@@ -98,7 +99,7 @@ def autocast(qdq: Path, work: Path, bench_python: str) -> Converted:
     out.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run([bench_python, "-m", "bench.quantized.autocast_one", str(qdq), str(out)],
                           capture_output=True, text=True, cwd=REPO)
-    status = _json_line(done.stdout)
+    status = json_tail(done.stdout)
     if done.returncode != 0 or not out.is_file():
         result.error = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         return result
@@ -159,14 +160,3 @@ def _validation(result: Converted, path: Path) -> None:
             result.float_rel_l2_qdq = worst
         elif comparison["name"] == "emulated":
             result.float_rel_l2_candidate = worst
-
-
-def _json_line(stdout: str) -> dict:
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}

@@ -145,7 +145,7 @@ def compile_and_compare(recipe: str, run: Path, oracle: dict, target: str, timeo
     result.log_path = str(log_path)
     log = parser_log.read(stderr)
     result.engine_seconds, result.cpu_only = log.engine_seconds, log.cpu_only
-    status = _json_tail(stdout)
+    status = json_tail(stdout)
     result.compile_seconds = status.get("seconds", time.perf_counter() - start)
     if code is None:
         result.verdict, result.reason = "timed out", f"no answer after {timeout:g} s (--timeout)"
@@ -196,7 +196,8 @@ def _refused_by(log: parser_log.ParserLog) -> str:
     return "parsed, refused by the builder" if log.nodes else "refused by the EP"
 
 
-def _json_tail(stdout: str) -> dict:
+def json_tail(stdout: str) -> dict:
+    """The last line of `stdout` that is a JSON object (trtpipe --json's status line), or {}."""
     for line in reversed(stdout.strip().splitlines()):
         try:
             value = json.loads(line)
