@@ -8,8 +8,8 @@ Decisions:
   scripts can separate them from progress on stdout.
 - `--json`: the progress lines go to stderr too, and stdout carries exactly one
   JSON summary per run (the last line), for CI jobs.
-- No colours and no progress bars are ever written, so logs stay clean when stdout
-  is not a terminal.
+- No colours are ever written. Progress on a long stage (`StageProgress`) is written only
+  when stdout is a terminal, so logs and pipes stay clean.
 - Nor does a model write them: `SafeLines` escapes every control character of every
   console line (safe_text.py), a net under the writers that escape the names they print
   (a newline inside a name can only be told from a line break where the name is known).
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
+import time
 from pathlib import Path
 
 from trtpipe.runner.manifest import MANIFEST_NAME
@@ -36,9 +38,66 @@ class PipelineLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not logging.INFO <= record.levelno < logging.WARNING or self.quiet:
             return False  # debug detail (tracebacks) is for the log file only
-        if record.name == PIPELINE_LOGGER:
-            return True
-        return self.verbose and record.name.startswith(PIPELINE_LOGGER + ".")
+        shown = record.name == PIPELINE_LOGGER or (self.verbose and record.name.startswith(PIPELINE_LOGGER + "."))
+        if shown:
+            StageProgress.clear()  # a line printed under the progress line would start in its middle
+        return shown
+
+
+class StageProgress:
+    """On a terminal, a line under a stage's `running...` that counts the seconds while it runs
+    (issue 33, item 7: a 70 s sanitize showed only `running...`). From the first second on,
+    rewritten in place twice a second (`\r`), cleared before any other console line and when the
+    stage ends, so the terminal keeps exactly the lines a pipe gets.
+
+    Decision: only where `configure_console` enabled it (the command line, not --json or --quiet)
+    and only when stdout is a TTY: no carriage returns in CI logs, files or the Python API."""
+
+    enabled = False
+    AFTER_S, EVERY_S = 1.0, 0.5
+    _lock = threading.Lock()
+    _stop: threading.Event | None = None
+    _shown = False
+    _quiet_until = 0.0
+
+    @classmethod
+    def start(cls, stage: str) -> None:
+        if not cls.enabled:
+            return
+        cls.stop()
+        stop = cls._stop = threading.Event()
+        started = time.monotonic()
+
+        def tick() -> None:
+            spinner = "|/-\\"
+            turn = 0
+            while not stop.wait(cls.AFTER_S if turn == 0 else cls.EVERY_S):
+                turn += 1
+                with cls._lock:
+                    if stop.is_set() or time.monotonic() < cls._quiet_until:
+                        continue
+                    elapsed = time.monotonic() - started
+                    sys.stdout.write(f"\r    {spinner[turn % 4]} {stage} running, {elapsed:.0f} s\x1b[K")
+                    sys.stdout.flush()
+                    cls._shown = True
+
+        threading.Thread(target=tick, name="trtpipe-progress", daemon=True).start()
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls._stop is not None:
+            cls._stop.set()
+            cls._stop = None
+        cls.clear()
+
+    @classmethod
+    def clear(cls) -> None:
+        with cls._lock:
+            cls._quiet_until = time.monotonic() + cls.EVERY_S  # the line about to print keeps the row
+            if cls._shown:
+                sys.stdout.write("\r\x1b[K")
+                sys.stdout.flush()
+                cls._shown = False
 
 
 class SafeLines(logging.Formatter):
@@ -62,6 +121,14 @@ def configure_console(*, json_mode: bool, quiet: bool, verbose: bool) -> None:
             line_filter.quiet, line_filter.verbose = quiet, verbose
             if json_mode and isinstance(handler, logging.StreamHandler):
                 handler.setStream(sys.stderr)
+    StageProgress.enabled = not (json_mode or quiet) and _is_terminal(sys.stdout)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
 
 
 def json_summary(code: int, run_dir: Path, result) -> dict:

@@ -23,6 +23,7 @@ from trtpipe.cache.remote.tier import remote_tier
 from trtpipe.runner.cache_bound import bound_cache
 from trtpipe.runner.memory import release_memory
 from trtpipe.cache.files import disk_errors_as_user_errors, narrow_modes
+from trtpipe.runner.console import StageProgress
 from trtpipe.runner.run_summary import write_run_summary
 from trtpipe.runner.interrupt import Interrupted, raise_if_signalled_since, signals_deferred, signals_received
 from trtpipe.runner.source_snapshot import data_snapshot, source_snapshot
@@ -222,6 +223,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes,
 
     def compute(out_dir: Path) -> dict:
         log.info("  %-15s running...", stage.name)
+        StageProgress.start(stage.name)  # seconds counted under that line, on a terminal only
         signalled = signals_received()
         try:
             with contextlib.ExitStack() as snapshots:
@@ -234,6 +236,7 @@ def _run_stage(stage, cfg, artifacts, cache, publisher, data, shapes,
                 # Permissions follow the inputs (item 8): what is derived from a 0600 model stays 0600.
                 narrow_modes(out_dir, [file for kind, a in inputs.items() for file in _files_of(a, paths[kind])])
         finally:
+            StageProgress.stop()
             release_memory()
         raise_if_signalled_since(signalled, stage.name)  # a swallowed Ctrl-C never publishes (interrupt.py)
         return {"outputs": outcome.outputs, "summary": outcome.summary, "status": outcome.status,
