@@ -77,7 +77,7 @@ PASTE = {
         Paste(("stages=[sanitize]", "data.sequence_length=0")),
     "trtpipe/config/check.py:_key_error: config key '{}' is not a trtpipe setting":
         Paste(("stages=[sanitize]", "sanitize.fold_constans=false"), replace=True),
-    "trtpipe/runner/stage_order.py:check_stage_order: 'stages' lists '{}' after '{}', an order that cannot work ({})":
+    "trtpipe/config/stage_order.py:check_stage_order: 'stages' lists '{}' after '{}', an order that cannot work ({})":
         Paste(("stages=[sanitize,precision,upgrade_opset]",)),
     "trtpipe/precision/auto/evidence_groups.py:group_decisions: precision.auto.protect={} is not one of {}":
         Paste((NO_BUILD, "precision.auto.protect=sometimes")),

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from bench.docs_site.svg import CAST_FILL, CAST_STROKE, FP16_FILL, FP16_STROKE, arrow, box, document, wrap
-from trtpipe.runner.stage_order import STAGE_ORDER
+from trtpipe.config.stage_order import STAGE_ORDER
 from trtpipe.stages import STAGES
 
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN, PER_ROW = 210, 160, 32, 44, 8, 3  # 710 px: the page width, no scaling

@@ -31,9 +31,9 @@ def remote_lines(stderr: str) -> list[str]:
 
 
 def files_of(run_dir: Path) -> dict[str, bytes]:
-    """Every file the run placed, but its log, manifest (paths, times) and Hydra's record."""
+    """Every file the run placed, but its log, manifest and summary.md (paths, times, origins) and Hydra's record."""
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
-            if p.is_file() and p.name not in ("trtpipe.log", "manifest.json") and ".hydra" not in p.parts}
+            if p.is_file() and p.name not in ("trtpipe.log", "manifest.json", "summary.md") and ".hydra" not in p.parts}
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ opt-in) was ignored without a word. Decisions:
   `build.profiles` (profile 0's opt shapes size the sample inputs without a build).
 - It is a warning, not an error: the run is still what the user asked for, minus a
   setting. The Fix is the `stages` override with the stage added in the one order
-  that works (runner/stage_order.py), quoted for the shell.
+  that works (config/stage_order.py), quoted for the shell.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def warn_ignored_settings(cfg: DictConfig, overrides: list[str]) -> list[str]:
 
 def ignored_settings_lines(cfg: DictConfig, overrides: list[str]) -> list[str]:
     from trtpipe.config.override_text import shell_quoted
-    from trtpipe.runner.stage_order import STAGE_ORDER
+    from trtpipe.config.stage_order import STAGE_ORDER
 
     listed = [str(name) for name in cfg.stages]
     unlisted = [stage for stage in STAGE_ORDER if stage not in listed and stage in cfg]

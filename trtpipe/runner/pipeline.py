@@ -30,7 +30,7 @@ from trtpipe.runner.source_snapshot import data_snapshot, source_snapshot
 from trtpipe.runner.manifest import MANIFEST_NAME, RunManifest, StageRecord
 from trtpipe.cache.publish import RunDirPublisher
 from trtpipe.runner.output_preflight import check_build_profiles, check_float_model, check_validate_outputs
-from trtpipe.runner.stage_order import check_stage_order
+from trtpipe.config.stage_order import check_stage_order
 from trtpipe.safe_text import safe_text
 from trtpipe.cache.tools import tool_versions
 from trtpipe.source import resolve_model_source
