@@ -66,10 +66,27 @@ class RunResult:
     def ok(self) -> bool:
         return self.exit_code == EXIT_OK
 
-    def artifact(self, stage: str, kind: str) -> Path:
+    def artifact(self, stage: str, kind: str = "model") -> Path:
+        """The file of a stage's output, wherever this run left it: in the run directory, or, for a
+        model a failed run or `run.artifacts=final` did not place there (the manifest's
+        `left_in_cache`), the read-only file of its cache entry, checked against the recorded sha256.
+        KeyError: the stage produced no such output; FileNotFoundError: the file is in neither place
+        (the cache entry pruned or cleared since)."""
         for result in self.stages:
             if result.name == stage and kind in result.outputs:
-                return result.outputs[kind]
+                placed = result.outputs[kind]
+                if placed.is_file():
+                    return placed
+                from trtpipe.cache.recorded import artifact_in_recorded_cache
+
+                recorded = next(s for s in self.manifest["stages"] if s["name"] == stage)["outputs"][kind]
+                cached = artifact_in_recorded_cache(self.manifest, recorded["sha256"])
+                if cached is not None:
+                    return cached
+                raise FileNotFoundError(
+                    f"stage {stage!r}'s {kind} ({recorded['path']}) is neither in {self.run_dir} nor in the cache "
+                    "any more (pruned or cleared); run the same overrides again to rebuild it (stages still "
+                    "cached are reused)")
         raise KeyError(f"stage {stage!r} produced no {kind!r} in this run")
 
 
