@@ -70,7 +70,8 @@ class RunManifest:
             "left_in_cache": self.left_in_cache,
         }
 
-    def write(self, run_dir: Path) -> Path:
-        path = Path(run_dir) / MANIFEST_NAME
-        write_atomic(path, (json.dumps(self.to_json(), indent=2) + "\n").encode())
-        return path
+    def write(self, run_dir: Path) -> dict:
+        """Write manifest.json; returns the record written (the run summary reads it, not a second to_json)."""
+        record = self.to_json()
+        write_atomic(Path(run_dir) / MANIFEST_NAME, (json.dumps(record, indent=2) + "\n").encode())
+        return record

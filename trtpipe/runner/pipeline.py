@@ -156,8 +156,7 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
     manifest.exit_code = failure.exit_code if failure else EXIT_OK
     # A full disk: exit 2 with one line naming the path (the copy error is then the same cause).
     with disk_errors_as_user_errors(run_dir / MANIFEST_NAME):
-        manifest.write(run_dir)
-        write_run_summary(run_dir, manifest.to_json())  # the run in Markdown, to paste (run_summary.py)
+        write_run_summary(run_dir, manifest.write(run_dir))  # the run in Markdown, to paste (run_summary.py)
     if copy_error is not None:
         log.error("  copying into the run directory failed: %s", copy_error)
     bound_cache(cache, cfg.cache.get("max_size"))
@@ -180,8 +179,7 @@ def _record_interrupted(manifest: RunManifest, stages, publisher, run_dir: Path,
             log.debug("copying into the run directory failed after the interrupt: %s", error)
         manifest.status, manifest.exit_code = "interrupted", interrupted.exit_code
         try:
-            manifest.write(run_dir)
-            write_run_summary(run_dir, manifest.to_json())
+            write_run_summary(run_dir, manifest.write(run_dir))
         except OSError as error:
             log.debug("the interrupted run's manifest could not be written: %s", error)
     raise interrupted

@@ -37,31 +37,30 @@ def write_run_summary(run_dir: Path, manifest: dict) -> Path:
 
 
 def run_markdown(run_dir: Path, manifest: dict) -> str:
-    cell = _cell
     stages = {stage["name"]: stage for stage in manifest.get("stages", [])}
-    lines = [f"# trtpipe run: {cell(manifest.get('status'))} (exit {cell(manifest.get('exit_code'))})", ""]
+    lines = [f"# trtpipe run: {_cell(manifest.get('status'))} (exit {_cell(manifest.get('exit_code'))})", ""]
     source = manifest.get("source") or {}
     model = f"built-in {source['builtin']}" if source.get("builtin") else source.get("path")
     if model:
-        lines += [f"Model: `{cell(model)}`" + (f" (sha256 {cell(source['sha256'])[:12]}…)" if source.get("sha256") else ""),
+        lines += [f"Model: `{_cell(model)}`" + (f" (sha256 {_cell(source['sha256'])[:12]}…)" if source.get("sha256") else ""),
                   ""]
     overrides = manifest.get("overrides") or []
-    lines += ["Overrides: " + (" ".join(f"`{cell(o)}`" for o in overrides) if overrides else "none (the defaults)")]
+    lines += ["Overrides: " + (" ".join(f"`{_cell(o)}`" for o in overrides) if overrides else "none (the defaults)")]
     reason = run_reason(manifest)
     if reason != "-":
-        lines += ["", f"Stopped: {cell(reason)}"]
+        lines += ["", f"Stopped: {_cell(reason)}"]
     lines += ["", "| stage | status | seconds | summary |", "|---|---|---|---|"]
     for stage in manifest.get("stages", []):
         said = stage.get("summary") or stage.get("error") or stage.get("reason") or ""
         seconds = stage.get("seconds")
-        lines.append(f"| {cell(stage['name'])} | {cell(stage.get('status'))} | "
-                     f"{'' if seconds is None else f'{seconds:.2f}'} | {cell(said)} |")
+        lines.append(f"| {_cell(stage['name'])} | {_cell(stage.get('status'))} | "
+                     f"{'' if seconds is None else f'{seconds:.2f}'} | {_cell(said)} |")
     plan = stage_artifact(run_dir, stages.get("precision"), "plan")
     if plan:
         totals = plan["totals"]
         lines += ["", f"Plan: {totals['low_precision_flop_share'] * 100:.2f}% of the FLOPs in low precision, "
                       f"{totals['nodes'].get('fp32', 0)} FP32 nodes, {totals['casts_added']} Casts "
-                      f"(`{cell(stages['precision']['outputs']['plan']['path'])}`)"]
+                      f"(`{_cell(stages['precision']['outputs']['plan']['path'])}`)"]
     report = stage_artifact(run_dir, stages.get("validate"), "report")
     if report:
         lines += ["", *_verdict_table(report)]
