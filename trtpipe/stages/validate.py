@@ -21,7 +21,7 @@ from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "15"
+    version = "16"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate (its verdict
@@ -52,7 +52,10 @@ class ValidateAccuracy(Stage):
         from trtpipe.onnxmodel.onnx_io import load_model
         from trtpipe.graph.names.promoted_names import read_promoted_outputs
         from trtpipe.validate.degenerate_data import degenerate_data
-        from trtpipe.validate.compare import Tolerances, compare_candidate, reference_nonfinite_notes
+        from trtpipe.validate.compare import Tolerances, reference_nonfinite_notes
+        from trtpipe.validate.anchor_model import anchor_for
+        from trtpipe.validate.anchored import AnchoredJudge, PlainJudge
+        from trtpipe.validate.float_model import float_model_path
         from trtpipe.numerics.emulator import EmulatedRunner
         from trtpipe.validate.localize import localize_results
         from trtpipe.numerics.reference import ReferenceRunner
@@ -89,6 +92,11 @@ class ValidateAccuracy(Stage):
             reference_codes.append({name: result[name] for name in codes if name in result})
         # Each session holds (a mapping of) every weight: one at a time on a large model.
         del reference
+        # A quantized model's verdict is anchored on a float model (validate/anchored.py); any other
+        # model's is judged against the reference alone, as it always was.
+        anchor = anchor_for(reference_model, float_model_path(config.get("float_model")), feeds)
+        judge = (AnchoredJudge(reference_runs, outputs, tolerances, config["min_compared"], anchor=anchor) if anchor
+                 else PlainJudge(reference_runs, outputs, tolerances, config["min_compared"]))
         verdicts, notes, localization, precisions = [], [], None, {}
         candidate_runs, agreement = {}, None  # runs by verdict name, for the float model's comparisons
         for candidate in config["candidates"]:
@@ -102,8 +110,7 @@ class ValidateAccuracy(Stage):
                                                      threshold=config["localize_threshold"])
                     runs = [{name: run[name] for name in outputs if name in run} for run in runs]
                 del runner
-                verdicts.append(compare_candidate("emulated", reference_runs, runs, outputs, tolerances,
-                                                  config["min_compared"]))
+                verdicts.append(judge.judge("emulated", runs))
                 candidate_runs["emulated"] = [{name: run[name] for name in outputs if name in run} for run in runs]
             elif candidate == "tensorrt" and "engine" in inputs and _is_epcontext(inputs["engine"]):
                 from trtpipe.trt.rtx.loader import EpUnavailable
@@ -115,15 +122,13 @@ class ValidateAccuracy(Stage):
                     notes.append(f"candidate tensorrt: the engine is a TensorRT-RTX EPContext model and cannot run "
                                  f"here: {missing.problem}; it runs {missing.fix}")
                     continue
-                verdicts.append(compare_candidate("tensorrt_rtx", reference_runs, runs, outputs, tolerances,
-                                                  config["min_compared"]))
+                verdicts.append(judge.judge("tensorrt_rtx", runs))
                 candidate_runs["tensorrt_rtx"] = runs
             elif candidate == "tensorrt" and "engine" in inputs:
                 from trtpipe.trt import backend
 
                 runs = (self._backend or backend()).run(inputs["engine"], feeds)
-                verdicts.append(compare_candidate("tensorrt", reference_runs, runs, outputs, tolerances,
-                                                  config["min_compared"]))
+                verdicts.append(judge.judge("tensorrt", runs))
                 candidate_runs["tensorrt"] = runs
             elif candidate == "tensorrt":
                 notes.append("candidate tensorrt: no engine was built (no build stage, or the build was deferred)")
@@ -142,7 +147,7 @@ class ValidateAccuracy(Stage):
             "bounds": {name: {bound: value for bound, value in asdict(tolerances.for_output(name)).items()
                               if value is not None} for name in outputs},
         }
-        quantized = _quantized_block(reference_model, codes, agreement, config.get("float_model"), feeds,
+        quantized = _quantized_block(codes, agreement, config.get("float_model"), anchor, judge, feeds,
                                      reference_runs, candidate_runs, outputs)
         if quantized is not None:
             report["quantized"] = quantized
@@ -174,33 +179,39 @@ class ValidateAccuracy(Stage):
         )
 
 
-def _quantized_block(reference_model, codes, agreement, float_model, feeds, reference_runs, candidate_runs,
+def _quantized_block(codes, agreement, float_model, anchor, judge, feeds, reference_runs, candidate_runs,
                      outputs) -> dict | None:
     """`validation.json`'s `quantized`: for a model with QuantizeLinear codes or a `validate.float_model`,
-    what the reference is, the share of codes the emulation computes differently, and the comparisons
-    against the float model (validate/float_model.py, validate/code_agreement.py). None otherwise, so a
-    float model's report is as it was."""
+    what the reference is, the criterion that judged (validate/anchored.py), the share of codes the
+    emulation computes differently, and the comparisons against the float model (validate/float_model.py,
+    validate/code_agreement.py). None otherwise, so a float model's report is as it was."""
     if not codes and not float_model:
         return None
-    from trtpipe.validate.float_model import REFERENCE_NOTE
+    from trtpipe.validate.float_model import reference_note
 
-    block = {"reference": REFERENCE_NOTE, "codes": agreement}
+    block = {"reference": reference_note(anchor), "codes": agreement,
+             "criterion": judge.to_json() if anchor else {"kind": "reference"}}
     if float_model:
-        block["float_model"] = _float_model_comparisons(float_model, feeds, reference_runs, candidate_runs, outputs)
+        block["float_model"] = _float_model_comparisons(float_model, anchor, feeds, reference_runs, candidate_runs,
+                                                        outputs)
     return block
 
 
-def _float_model_comparisons(float_model, feeds, reference_runs, candidate_runs, outputs) -> dict:
+def _float_model_comparisons(float_model, anchor, feeds, reference_runs, candidate_runs, outputs) -> dict:
     from trtpipe.cache.hashing import sha256_file
     from trtpipe.onnxmodel.onnx_io import load_model
     from trtpipe.numerics.reference import ReferenceRunner
+    from trtpipe.validate.anchor_model import FLOAT_MODEL
     from trtpipe.validate.compare import compare_candidate
     from trtpipe.validate.float_model import float_comparisons, float_model_path
 
     path = float_model_path(float_model)
-    runner = ReferenceRunner(load_model(path, weights_on_disk=True))
-    float_runs = [runner.run(feeds_i) for feeds_i in feeds]
-    del runner
+    if anchor is not None and anchor.source == FLOAT_MODEL:
+        float_runs = anchor.runs  # run once, for the verdict
+    else:
+        runner = ReferenceRunner(load_model(path, weights_on_disk=True))
+        float_runs = [runner.run(feeds_i) for feeds_i in feeds]
+        del runner
     comparisons = float_comparisons(float_runs, reference_runs, candidate_runs, outputs, compare_candidate)
     return {"path": str(path), "sha256": sha256_file(path), "comparisons": comparisons}
 

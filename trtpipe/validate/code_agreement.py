@@ -33,7 +33,7 @@ def code_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> dict
     """Code tensor name -> its type's name (`int8`, `float8e4m3fn`...), for the Q outputs both models have."""
     in_candidate = {node.output[0] for node in candidate.graph.node
                     if node.op_type == QUANTIZE and node.domain in DEFAULT_DOMAINS}
-    types = _constant_types(reference.graph)
+    types = constant_types(reference.graph)
     codes = {}
     for node in reference.graph.node:
         if node.op_type != QUANTIZE or node.domain not in DEFAULT_DOMAINS or node.output[0] not in in_candidate:
@@ -71,7 +71,7 @@ def code_agreement(reference_runs: list[dict], candidate_runs: list[dict], codes
             "differ": differ, "share": differ / compared, "max_step": max_step}
 
 
-def _constant_types(graph: onnx.GraphProto) -> dict[str, int]:
+def constant_types(graph: onnx.GraphProto) -> dict[str, int]:
     types = {tensor.name: tensor.data_type for tensor in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant":

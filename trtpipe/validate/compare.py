@@ -178,6 +178,9 @@ class CandidateVerdict:
     passed: bool
     outputs: dict[str, OutputVerdict]
     iterations: int
+    # Under the anchored criterion of a quantized model (anchored.py): the candidate against the anchor,
+    # with its widened bounds; None otherwise, and then the report is as it always was.
+    anchored: object | None = None
 
     @property
     def reasons(self) -> list[str]:
@@ -186,8 +189,9 @@ class CandidateVerdict:
         ]
 
     def to_json(self) -> dict:
-        """The `validation.json` candidate entry (metrics per output), plus the failing reasons."""
-        return {
+        """The `validation.json` candidate entry (metrics per output), plus the failing reasons, and
+        under the anchored criterion the candidate against the anchor (`anchored`)."""
+        entry = {
             "name": self.name,
             "passed": self.passed,
             "outputs": {
@@ -197,6 +201,14 @@ class CandidateVerdict:
             "reasons": self.reasons,
             "iterations": self.iterations,
         }
+        if self.anchored is not None:
+            against = self.anchored.verdict
+            plain = self.anchored.plain
+            entry["anchored"] = {"passed": against.passed, "outputs": {output: verdict.metrics.to_json() if verdict.metrics
+                                                                      else None for output, verdict in against.outputs.items()},
+                                 "reasons": against.reasons,
+                                 "failed_against_reference": [o for o, v in plain.outputs.items() if not v.passed]}
+        return entry
 
 
 def compare_candidate(

@@ -5,7 +5,7 @@ The verdict's reference is the model validate is given: for a Q/DQ model that is
 model itself, its QuantizeLinear/DequantizeLinear run as fake-quant in the reference and the
 candidate alike. So the verdict measures what FP16 adds to the quantized model, never what
 quantization costs. With the float model (the one the quantizer started from), validate also runs it
-on the same inputs and compares against it, without judging (the float model is no bound):
+on the same inputs and compares against it (the float model is also the anchor of the verdict, anchored.py):
 - the reference (the QDQ model) against the float model: what quantization costs;
 - each candidate against the float model: quantization and FP16 together.
 When the two numbers are close, FP16 adds almost nothing to what quantization already cost.
@@ -36,6 +36,22 @@ FIX = (f"point {KEY} at the unquantized ONNX model this one was quantized from, 
 REFERENCE_NOTE = ("the reference is the model as given to validate, its Q/DQ included (fake-quant in the reference "
                   "and the candidate alike): the verdict measures what FP16 adds to the quantized model, not what "
                   "quantization costs")
+ANCHORED_NOTE = ("the reference is the model as given to validate, its Q/DQ included (fake-quant in the reference and "
+                 "the candidate alike); the verdict is anchored on {anchor}: a candidate passes when, against the "
+                 "anchor, it is within the QDQ model's own distance widened by the bounds (triangle inequality), or "
+                 "within the bounds of the QDQ model (criterion below)")
+
+
+def reference_note(anchor) -> str:
+    """What the reference is and, for an anchored verdict (validate/anchored.py), what the anchor is."""
+    from trtpipe.validate.anchor_model import FLOAT_MODEL
+
+    if anchor is None:
+        return REFERENCE_NOTE
+    if anchor.source == FLOAT_MODEL:
+        return ANCHORED_NOTE.format(anchor=f"the float model ({KEY})")
+    return ANCHORED_NOTE.format(anchor=f"the QDQ model without its activation quantization (derived; {KEY}=PATH "
+                                       "anchors it on the unquantized model)")
 
 
 def float_model_path(text: str | None, start_dir: Path | None = None) -> Path | None:

@@ -58,16 +58,19 @@ def report_table(report: dict) -> str:
              + " ".join(f"{h:>{w}}" for _, h, w, _ in columns) + "  verdict"]
     for candidate in report["candidates"]:
         reasons = candidate.get("reasons", [])
+        by_anchor = (candidate.get("anchored") or {}).get("failed_against_reference", [])
         for output, metrics in candidate["outputs"].items():
             failed = [r for r in reasons if r.startswith(f"{output}:")]
             verdict = "ok" if not failed else "FAIL: " + failed[0].split(": ", 1)[1]
+            if not failed and output in by_anchor:
+                verdict = "ok by the anchored criterion (out of the bounds against the QDQ model)"
             lines.append(_row(candidate["name"], output, metrics, columns, shown, verdict))
     if report.get("degenerate_data"):  # the verdict stands, but says little (degenerate_data.py)
         lines.append(f"    verdict on degenerate data: {safe_text(report['degenerate_data'])}; give data.path "
                      "(real samples) or data.inputs ranges and shapes that vary")
     for note in report.get("notes", []):
         lines.append(f"    note: {safe_text(note)}")
-    lines += quantized_lines(report.get("quantized"), columns, shown)
+    lines += quantized_lines(report.get("quantized"), columns, shown, report["candidates"])
     for line in localization_lines(report.get("localization")):
         lines.append(f"    {line}")
     return "\n".join(lines) + "\n"
@@ -80,10 +83,11 @@ def _row(name: str, output: str, metrics: dict | None, columns, shown: dict, las
             + " ".join(f"{cell:>{w}}" for cell, (_, _, w, _) in zip(cells, columns)) + f"  {safe_text(last)}")
 
 
-def quantized_lines(quantized: dict | None, columns, shown: dict) -> list[str]:
+def quantized_lines(quantized: dict | None, columns, shown: dict, candidates: list[dict] = ()) -> list[str]:
     """For a quantized model (validate stage's `quantized`): what the reference is, the share of codes
-    the emulation computes differently, and the rows against the float model (not judged: their last
-    column says what each measures)."""
+    the emulation computes differently, the criterion that judged (the anchor, the widened bounds and
+    each candidate against the anchor) and the rows against the float model (their last column says
+    what each measures)."""
     if not quantized:
         return []
     lines = [f"    note: {safe_text(quantized['reference'])}"]
@@ -93,13 +97,37 @@ def quantized_lines(quantized: dict | None, columns, shown: dict) -> list[str]:
         lines.append(f"    codes: {codes['differ']} of {codes['compared']} {'/'.join(codes['types'])} codes "
                      f"({_fmt(codes['share'], '.2%')}) in {codes['tensors']} quantized tensor(s) differ between the "
                      f"reference and the emulated candidate{step}")
+    lines += criterion_lines(quantized.get("criterion"), candidates, columns, shown)
     float_model = quantized.get("float_model")
     if float_model:
-        lines.append(f"    against the float model {safe_text(float_model['path'])} (not judged):")
+        lines.append(f"    against the float model {safe_text(float_model['path'])}:")
         for comparison in float_model["comparisons"]:
             measures = comparison["measures"].split(" (", 1)[0]
             for output, metrics in comparison["outputs"].items():
                 lines.append(_row(comparison["name"], output, metrics, columns, shown, measures))
+    return lines
+
+
+def criterion_lines(criterion: dict | None, candidates, columns, shown: dict) -> list[str]:
+    """The anchored criterion (validate/anchored.py): the anchor, the bounds per output, and each
+    candidate against the anchor with its verdict there."""
+    if not criterion or criterion.get("kind") != "anchored":
+        return []
+    anchor = criterion["anchor"]
+    lines = [f"    criterion: anchored on {safe_text(anchor['description'])} ({safe_text(anchor['source'])}); "
+             "bounds against it: QDQ model's own distance widened by the recipe's"]
+    for output, bounds in criterion["bounds"].items():
+        text = ", ".join(f"{name} {value:.6g}" for name, value in (bounds or {}).items()) if bounds is not None \
+            else "none (the QDQ model is not finite against the anchor: judged against the QDQ model alone)"
+        lines.append(f"      {shown.get(safe_text(output), safe_text(output)[:OUTPUT_WIDTH])}: {text}")
+    for candidate in candidates:
+        anchored = candidate.get("anchored")
+        if not anchored:
+            continue
+        for output, metrics in anchored["outputs"].items():
+            failed = [r for r in anchored.get("reasons", []) if r.startswith(f"{output}:")]
+            verdict = "ok" if not failed else "FAIL: " + failed[0].split(": ", 1)[1]
+            lines.append(_row(f"{candidate['name']}", output, metrics, columns, shown, f"vs the anchor: {verdict}"))
     return lines
 
 
