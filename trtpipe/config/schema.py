@@ -157,6 +157,9 @@ class SearchConfig:
     # (trtpipe/config/search_inherit.py), as `outputs` inherits from validate.outputs.
     tolerance: Any = field(default_factory=dict)
     outputs: Dict[str, Any] = field(default_factory=dict)
+    # Interpolated from validate.float_model: a quantized model's trials are judged by validate's
+    # anchored criterion (trtpipe/validate/anchored.py), anchored on this model when it is set.
+    float_model: Optional[str] = None
 
 
 # A trial is one materialise + emulation of the plan: ~0.1 s on the built-in models, ~3 s on a

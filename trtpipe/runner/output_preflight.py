@@ -75,8 +75,9 @@ def check_float_model(cfg: DictConfig, stage_names: list[str], source_path: Path
 
 
 def _float_model(cfg: DictConfig, stage_names: list[str]):
+    # precision reads it too (precision.search.float_model: the anchor of the repair's and search's trials)
     validate = cfg.get("validate")
-    return "validate" in stage_names and validate is not None and validate.get("float_model")
+    return bool({"validate", "precision"} & set(stage_names)) and validate is not None and validate.get("float_model")
 
 
 def _names_to_check(cfg: DictConfig, stage_names: list[str]) -> dict:

@@ -84,6 +84,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -172,6 +173,7 @@ def search_fp32_set(
     low_precision: str = "fp16",
     keep_io_types: bool = True,
     switched: bool = True,
+    float_model: Path | None = None,
 ) -> SearchResult:
     """Search from the automatic plan `decisions` (from `plan_precision` on `model`); see the module docstring.
     `switched=False` evaluates every trial on its own emulated graph (trials.py)."""
@@ -187,7 +189,7 @@ def search_fp32_set(
     split = split_plan(net, decisions, low_precision)
     feeds_list = [feeds] if isinstance(feeds, Mapping) else list(feeds)
     runner = TrialRunner(working, split.fixed_precision, split.searchable, feeds_list, tolerances,
-                         low_precision, keep_io_types, switched)
+                         low_precision, keep_io_types, switched, float_model=float_model)
     share = FlopShare(net, split.searchable, split.fixed_low)
     steps = SearchSteps(runner, max_trials, share)
     automatic = frozenset(split.automatic_fp32)
@@ -208,7 +210,8 @@ def search_fp32_set(
         PROGRESS.warning("precision search: the switched emulation disagrees with the full one on the chosen "
                          "plan; searching again with one emulated graph per trial")
         return search_fp32_set(model, decisions, feeds, tolerances, max_trials=max_trials,
-                               low_precision=low_precision, keep_io_types=keep_io_types, switched=False)
+                               low_precision=low_precision, keep_io_types=keep_io_types, switched=False,
+                               float_model=float_model)
     fp32_nodes = [name for name in split.searchable if name in final]
     rules = fp32_rules(net, fp32_nodes)
     respected = any(d.source == "authored" for d in decisions.values()) if authored_decisions(net) else None

@@ -48,6 +48,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -108,6 +109,7 @@ def repair_plan(
     keep_io_types: bool = True,
     shapes_of: Network | None = None,
     switched: bool = True,
+    float_model: Path | None = None,
 ) -> RepairResult:
     """Check the automatic plan `decisions` (from `plan_precision` on `model`) and repair it when it
     fails; see the module docstring. `shapes_of`: the stage's network, whose shapes as the sample data
@@ -122,7 +124,7 @@ def repair_plan(
         net.run_shapes, net.run_counts, net.run_levels = shapes_of.run_shapes, shapes_of.run_counts, shapes_of.run_levels
     split = split_plan(net, decisions, low_precision, guard_constants=False)
     runner = TrialRunner(working, split.fixed_precision, split.searchable, feeds, tolerances, low_precision,
-                         keep_io_types, switched)
+                         keep_io_types, switched, float_model=float_model)
     share = FlopShare(net, split.searchable, split.fixed_low)
     steps = SearchSteps(runner, max_trials, share, label="repair")
     automatic = frozenset(split.automatic_fp32)
@@ -133,7 +135,7 @@ def repair_plan(
         return RepairResult(False, checked, dict(decisions), seconds=time.perf_counter() - start)
     if _switched_disagrees(runner, automatic, passed=False):
         return _again_in_full(model, decisions, feeds, tolerances, max_trials, max_seconds, low_precision,
-                              keep_io_types, shapes_of)
+                              keep_io_types, shapes_of, float_model)
     PROGRESS.info("    repair: the automatic plan fails (%s); repairing", worst_text(checked.worst))
     grown, passed, origins = _grow(steps, net, split, automatic)
     passing = grown if passed else _escalate(steps, split, share, grown)
@@ -145,7 +147,7 @@ def repair_plan(
     final = _shrink(steps, net, split, share, origins, passing)
     if _switched_disagrees(runner, final, passed=True):
         return _again_in_full(model, decisions, feeds, tolerances, max_trials, max_seconds, low_precision,
-                              keep_io_types, shapes_of)
+                              keep_io_types, shapes_of, float_model)
     ended_by = _budget_spent(steps)
     added = [name for name in split.searchable if name in final and name not in automatic]
     chosen = steps.trial_of[final]
@@ -164,11 +166,12 @@ def _switched_disagrees(runner: TrialRunner, plan: frozenset[str], passed: bool)
 
 
 def _again_in_full(model, decisions, feeds, tolerances, max_trials, max_seconds, low_precision, keep_io_types,
-                   shapes_of) -> RepairResult:
+                   shapes_of, float_model) -> RepairResult:
     PROGRESS.warning("precision repair: the switched emulation disagrees with the full one; repairing again "
                      "with one emulated graph per trial")
     return repair_plan(model, decisions, feeds, tolerances, max_trials=max_trials, max_seconds=max_seconds,
-                       low_precision=low_precision, keep_io_types=keep_io_types, shapes_of=shapes_of, switched=False)
+                       low_precision=low_precision, keep_io_types=keep_io_types, shapes_of=shapes_of, switched=False,
+                       float_model=float_model)
 
 
 def repair_note(result: RepairResult, max_trials: int, max_seconds: float) -> str:

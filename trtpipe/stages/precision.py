@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 class PlanPrecision(Stage):
     name = "precision"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "30"
+    version = "31"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.
@@ -44,10 +44,21 @@ class PlanPrecision(Stage):
         if not cls._searching(config):
             key["search"] = {"enabled": config["search"]["enabled"]}
             if repairing:
-                key["search"].update(tolerance=config["search"]["tolerance"], outputs=config["search"]["outputs"])
+                key["search"].update(tolerance=config["search"]["tolerance"], outputs=config["search"]["outputs"],
+                                     float_model=config["search"].get("float_model"))
         if not cls._needs_feeds(config) and isinstance(config.get("data"), Mapping):
             key["data"] = {k: v for k, v in config["data"].items() if k != "iterations"}
         return key
+
+    @classmethod
+    def key_files(cls, config: Mapping) -> list[Path]:
+        """The float model the trials are anchored on (precision.search.float_model, validate's), where the
+        repair or the search judges: its content changes their verdicts, not its path."""
+        from trtpipe.validate.float_model import float_model_path
+
+        judging = cls._searching(config) or cls._repairing(config)
+        path = float_model_path(config["search"].get("float_model")) if judging else None
+        return [path] if path is not None else []
 
     @staticmethod
     def _searching(config: Mapping) -> bool:
@@ -164,13 +175,15 @@ def _repair(model, net, decisions, feeds, config):
     """The automatic plan checked under the emulation, and repaired when it breaks a bound (repair.py)."""
     from trtpipe.search.repair import repair_plan
     from trtpipe.validate.compare import Tolerances
+    from trtpipe.validate.float_model import float_model_path
 
     settings = repair_settings(_plain(config.get("repair", True)))
     search = config["search"]
     tolerances = Tolerances.from_mapping(search["tolerance"], search.get("outputs") or {})
     result = repair_plan(model, decisions, feeds, tolerances, max_trials=settings["max_trials"],
                          max_seconds=settings["max_seconds"], low_precision=config["default"],
-                         keep_io_types=config["keep_io_types"], shapes_of=net)
+                         keep_io_types=config["keep_io_types"], shapes_of=net,
+                         float_model=float_model_path(search.get("float_model")))
     if result.ran:
         log.info("precision repair: %d trials in %.2fs, %s", len(result.trials), result.seconds,
                  "repaired" if result.repaired else "no passing plan")
@@ -195,11 +208,13 @@ def _search(model, decisions, feeds, config, out_dir: Path):
     """Replace the automatic plan by the passing plan with the most low-precision FLOPs the search finds."""
     from trtpipe.search.fp32_set import search_fp32_set
     from trtpipe.validate.compare import Tolerances
+    from trtpipe.validate.float_model import float_model_path
 
     search = config["search"]
     tolerances = Tolerances.from_mapping(search["tolerance"], search.get("outputs") or {})
     result = search_fp32_set(model, decisions, feeds, tolerances, max_trials=search["max_trials"],
-                             low_precision=config["default"], keep_io_types=config["keep_io_types"])
+                             low_precision=config["default"], keep_io_types=config["keep_io_types"],
+                             float_model=float_model_path(search.get("float_model")))
     for trial in result.trials:
         log.debug("search trial %d (%s): %d FP32, %s, %.3fs", trial.trial, trial.step, trial.fp32_count,
                   "passed" if trial.passed else "failed", trial.seconds)
