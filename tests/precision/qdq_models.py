@@ -89,11 +89,6 @@ def ort_quantized_pair(directory, quantize_bias: bool = True) -> tuple:
 
     x [1, 3, 16, 16] -> Conv+Relu -> Conv+Relu -> GlobalAveragePool -> Flatten -> Gemm -> y [1, 10]; opset 17.
     Calibrated on 4 seeded uniform inputs."""
-    from pathlib import Path
-
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    directory = Path(directory)
     rng = np.random.default_rng(0)
     nodes, inits = [], []
 
@@ -112,12 +107,60 @@ def ort_quantized_pair(directory, quantize_bias: bool = True) -> tuple:
     nodes.append(helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc"))
     graph = helper.make_graph(nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return _quantized_by_ort(directory, graph, rng, {"QuantizeBias": quantize_bias})
+
+
+def ort_quantized_mlp(directory, depth: int = 16, width: int = 64, tail_offset: float | None = None) -> tuple:
+    """(float model, its QDQ model) by ONNX Runtime's `quantize_static` as `ort_quantized_pair` makes them:
+    x [4, width] -> `depth` x (Gemm + Relu) -> MatMul -> y [4, 10], He-initialised, opset 17.
+
+    A deep chain of quantizers: FP16 moves some activation codes by one step and each flip feeds the
+    next quantizer (the ModelOpt INT8 CNNs of bench/quantized: about a third of the codes differ by the
+    end), so the FP16 candidate is further from the QDQ model than the default bound while no further
+    from the float model than the QDQ model itself.
+
+    `tail_offset`: y is computed as `(MatMul * 50 + offset) - offset` with only the Gemms quantized: in
+    FP16 the offset's spacing (16 at 2^14..2^15) swamps the signal, an FP16 error of the model's own,
+    not of its quantization."""
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    nodes, inits, h = [], [], "x"
+    for i in range(depth):
+        inits.append(nh.from_array((rng.normal(0, 1, (width, width)) * np.sqrt(2 / width)).astype(np.float32), f"w{i}"))
+        inits.append(nh.from_array(rng.normal(0, 0.1, (width,)).astype(np.float32), f"b{i}"))
+        nodes.append(helper.make_node("Gemm", [h, f"w{i}", f"b{i}"], [f"g{i}"], name=f"fc{i}"))
+        nodes.append(helper.make_node("Relu", [f"g{i}"], [f"r{i}"], name=f"relu{i}"))
+        h = f"r{i}"
+    inits.append(nh.from_array((rng.normal(0, 1, (width, 10)) * np.sqrt(1 / width)).astype(np.float32), "wo"))
+    nodes.append(helper.make_node("MatMul", [h, "wo"], ["y" if tail_offset is None else "m"], name="out"))
+    options = {}
+    if tail_offset is not None:
+        inits += [nh.from_array(np.float32(50.0), "gain"), nh.from_array(np.float32(tail_offset), "offset")]
+        nodes += [helper.make_node("Mul", ["m", "gain"], ["scaled"], name="gain_mul"),
+                  helper.make_node("Add", ["scaled", "offset"], ["shifted"], name="offset_add"),
+                  helper.make_node("Sub", ["shifted", "offset"], ["y"], name="offset_sub")]
+        options["op_types_to_quantize"] = ["Gemm"]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])], inits)
+    return _quantized_by_ort(directory, graph, rng, {}, **options)
+
+
+def _quantized_by_ort(directory, graph: onnx.GraphProto, rng, extra: dict, **options) -> tuple:
+    """Write `graph` as float.onnx (opset 17) and quantize it as issue 31 did with ONNX Runtime: QDQ, per
+    channel, symmetric INT8, calibrated on 4 seeded uniform inputs of the graph's input shape."""
+    from pathlib import Path
+
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    directory = Path(directory)
+    shape = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim]
     float_path, qdq_path = directory / "float.onnx", directory / "qdq.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(float_path))
 
     class Samples(CalibrationDataReader):
         def __init__(self):
-            self.feeds = iter([{"x": rng.random(SHAPE, dtype=np.float32)} for _ in range(4)])
+            self.feeds = iter([{graph.input[0].name: rng.random(shape, dtype=np.float32)} for _ in range(4)])
 
         def get_next(self):
             return next(self.feeds, None)
@@ -125,6 +168,5 @@ def ort_quantized_pair(directory, quantize_bias: bool = True) -> tuple:
     # Symmetric, as issue 31 quantized with ONNX Runtime: TensorRT's INT8 needs zero points 0.
     quantize_static(str(float_path), str(qdq_path), Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
-                                   "QuantizeBias": quantize_bias})
+                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, **extra}, **options)
     return float_path, qdq_path

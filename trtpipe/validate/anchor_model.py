@@ -13,9 +13,9 @@ Decisions:
 - A Q is a weight's when its input is computed from initializers and Constant nodes alone (ModelOpt
   FP8 quantizes FP32 weights by a Q at run time; such a Q/DQ pair is kept).
 - A pair is removed only where the DQ's output type is the Q's input type (both scales are constants
-  of one type), so the anchor computes in the reference's types; a DQ that is a graph output keeps
-  its pair (the output's name and type stay the model's). A Q whose codes another node reads besides
-  the DQ stays, for that reader.
+  of one type), so the anchor computes in the reference's types; a DQ that is a graph output becomes
+  an Identity of the Q's input (the output's name stays the model's). A Q whose codes another node
+  reads besides the DQ stays, for that reader.
 - Only the main graph is rewritten (a subgraph that reads a removed DQ's output by its outer name
   reads the Q's input instead); Q/DQ inside subgraphs stay.
 - Used only for a model with a QuantizeLinear in its main graph (`is_quantized`): every other model
@@ -70,7 +70,7 @@ def without_activation_qdq(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
     graph_outputs = {value.name for value in graph.output}
     source: dict[str, str] = {}  # a removed DQ's output -> the Q input its readers read instead
     for node in graph.node:
-        if node.op_type != DEQUANTIZE or node.domain not in DEFAULT_DOMAINS or node.output[0] in graph_outputs:
+        if node.op_type != DEQUANTIZE or node.domain not in DEFAULT_DOMAINS:
             continue
         quantize = producer.get(node.input[0])
         if quantize is None or quantize.op_type != QUANTIZE or quantize.domain not in DEFAULT_DOMAINS:
@@ -84,8 +84,13 @@ def without_activation_qdq(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
     if not source:
         return anchor, 0
     _read_sources(anchor.graph, source)
-    read = {name for node in anchor.graph.node for name in _inputs(node)} | graph_outputs
-    kept = [node for node in anchor.graph.node if not (node.op_type == DEQUANTIZE and node.output[0] in source)]
+    kept = []
+    for node in anchor.graph.node:
+        if node.op_type == DEQUANTIZE and node.output[0] in graph_outputs and node.output[0] in source:
+            kept.append(onnx.helper.make_node("Identity", [source[node.output[0]]], [node.output[0]], name=node.name))
+        elif not (node.op_type == DEQUANTIZE and node.output[0] in source):
+            kept.append(node)
+    read = {name for node in kept for name in _inputs(node)} | graph_outputs
     kept = [node for node in kept if not (node.op_type == QUANTIZE and node.domain in DEFAULT_DOMAINS
                                           and not any(out in read for out in node.output))]
     removed_names = {out for node in anchor.graph.node for out in node.output} - {out for n in kept for out in n.output}
