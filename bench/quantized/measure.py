@@ -9,10 +9,12 @@ which is what is measured):
 - the engines (bench/rtx/quantized_layers.py): the source model's and the output's, built by the real
   TensorRT-RTX 1.7.1 builder; `linear_quantized` source/output, `lost`, and for trtpipe `fell_back`
   (planned FP16 run FP32; AutoCast writes no plan);
-- trtpipe only: exit code and verdict against the QDQ model (validate's bounds, the recipe's), the
-  emulated candidate's rel_l2 against it, the share of int8/fp8 codes that differ, and, with
-  `validate.float_model`, rel_l2 of the QDQ model and of the candidate against the float model
-  (not judged: what quantization costs, and what FP16 adds to it);
+- trtpipe only: exit code and verdict (the anchored criterion, trtpipe/validate/anchored.py, anchored
+  on `validate.float_model`), whether the emulated candidate is within the recipe's bounds against the
+  QDQ model as well (`passed_vs_qdq`, the verdict before the criterion) and its rel_l2 there, its rel_l2
+  against the anchor with the widened bound it was judged by, the share of int8/fp8 codes that differ,
+  and rel_l2 of the QDQ model and of the candidate against the float model (what quantization costs,
+  and what FP16 adds to it);
 - `seconds`: trtpipe's conversion (sanitize + upgrade_opset + precision, from its manifest) and its whole
   run (validate included); AutoCast's call and save.
 """
@@ -50,9 +52,13 @@ class Converted:
     run_seconds: float = 0.0           # trtpipe: the whole run, validate included
     stage_status: str = ""             # trtpipe: sanitize,upgrade_opset,precision statuses (ran/cached)
     exit_code: int | None = None
-    passed: bool | None = None         # trtpipe's verdict against the QDQ model
+    passed: bool | None = None         # trtpipe's verdict (the anchored criterion for a Q/DQ model)
+    passed_vs_qdq: bool | None = None  # the emulated candidate within the recipe's bounds against the QDQ model
     rel_l2: float | None = None        # the emulated candidate vs the QDQ model (worst output)
     rel_l2_bound: float | None = None
+    anchored_rel_l2: float | None = None        # the emulated candidate vs the anchor (worst output)
+    anchored_rel_l2_bound: float | None = None  # the widened bound it is judged by (largest over outputs)
+    anchor: str = ""                             # the anchor's source (validate.float_model or derived)
     codes_differ: float | None = None  # share of int8/fp8 codes that differ
     float_rel_l2_qdq: float | None = None        # the QDQ model vs the float model
     float_rel_l2_candidate: float | None = None  # the candidate vs the float model
@@ -153,6 +159,14 @@ def _validation(result: Converted, path: Path) -> None:
         result.rel_l2 = max(m["rel_l2"] for m in emulated["outputs"].values())
         result.rel_l2_bound = max((b.get("rel_l2") or 0.0) for b in report["bounds"].values()) or None
     quantized = report.get("quantized") or {}
+    criterion = quantized.get("criterion") or {}
+    anchored = (emulated or {}).get("anchored")
+    if emulated:
+        result.passed_vs_qdq = not anchored["failed_against_reference"] if anchored else emulated["passed"]
+    if anchored and criterion.get("kind") == "anchored":
+        result.anchor = criterion["anchor"]["source"]
+        result.anchored_rel_l2 = max(m["rel_l2"] for m in anchored["outputs"].values() if m)
+        result.anchored_rel_l2_bound = max((b or {}).get("rel_l2") or 0.0 for b in criterion["bounds"].values()) or None
     result.codes_differ = (quantized.get("codes") or {}).get("share")
     for comparison in (quantized.get("float_model") or {}).get("comparisons", []):
         worst = max(m["rel_l2"] for m in comparison["outputs"].values())

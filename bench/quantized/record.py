@@ -3,7 +3,9 @@
 Keys: `<source>.<quantizer>.source_quantized` / `.source_linear` (the source's engine), and per
 converter (`default`, the fitting recipe's name, `autocast`): `.casts`, `.casts_qdq`, `.fp16_share` (%),
 `.quantized` (linear ops quantized in its engine), `.lost`, `.seconds`; trtpipe's also `.fell_back`,
-`.passed` (1/0), `.rel_l2`, `.rel_l2_bound`, `.codes_differ` (%), `.float_rel_l2_qdq`,
+`.passed` (1/0, the verdict: the anchored criterion), `.passed_vs_qdq` (1/0, within the recipe's bounds
+against the QDQ model), `.rel_l2`, `.rel_l2_bound` (against the QDQ model), `.anchored_rel_l2`,
+`.anchored_rel_l2_bound` (against the anchor, the widened bound), `.codes_differ` (%), `.float_rel_l2_qdq`,
 `.float_rel_l2_candidate`, `.run_seconds`; `models`, `passing`, `summary` (the last line), `seconds`.
 A figure a converter did not produce (it failed, or no engine was built) is left out.
 """
@@ -39,9 +41,11 @@ def figures(rows) -> dict:
             if tool == "autocast":
                 continue
             found[f"{at}.run_seconds"] = round(c.run_seconds, 2)
-            if c.passed is not None:
-                found[f"{at}.passed"] = int(c.passed)
-            for name in ("rel_l2", "rel_l2_bound", "float_rel_l2_qdq", "float_rel_l2_candidate"):
+            for name in ("passed", "passed_vs_qdq"):
+                if getattr(c, name) is not None:
+                    found[f"{at}.{name}"] = int(getattr(c, name))
+            for name in ("rel_l2", "rel_l2_bound", "anchored_rel_l2", "anchored_rel_l2_bound", "float_rel_l2_qdq",
+                         "float_rel_l2_candidate"):
                 if getattr(c, name) is not None:
                     found[f"{at}.{name}"] = round(getattr(c, name), 6)
             if c.codes_differ is not None:
@@ -78,7 +82,8 @@ def _why(row) -> str:
         elif c.engine["lost"] or c.engine["fell_back"]:
             reasons.append(f"{c.tool}: lost {len(c.engine['lost'])}, FP16 run FP32 {len(c.engine['fell_back'])}")
         if c.passed is False:
-            reasons.append(f"{c.tool}: verdict FAIL (exit {c.exit_code}, rel_l2 {c.rel_l2})")
+            reasons.append(f"{c.tool}: verdict FAIL (exit {c.exit_code}, rel_l2 {c.rel_l2} vs the QDQ model, "
+                           f"{c.anchored_rel_l2} vs the anchor, bound {c.anchored_rel_l2_bound})")
         elif c.passed is None:
             reasons.append(f"{c.tool}: no verdict (exit {c.exit_code})")
     return ", ".join(reasons)

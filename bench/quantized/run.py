@@ -3,7 +3,8 @@
 A model counts in P ("keeps every quantized layer and passes") when, for every trtpipe config it runs
 under (the default, and its fitting recipe when it has one), the engine of trtpipe's output lost no
 layer quantized in the source's engine, no linear op or kernel planned FP16 runs FP32 in it, and
-trtpipe's verdict against the QDQ model is a pass (exit 0). AutoCast is measured beside it, not counted.
+trtpipe's verdict is a pass (exit 0): the anchored criterion of trtpipe/validate/anchored.py, anchored on
+the float model the benchmark passes as `validate.float_model`. AutoCast is measured beside it, not counted.
 """
 from __future__ import annotations
 
@@ -130,9 +131,10 @@ def lines(row: Row) -> list[str]:
                 f"{built}  {c.seconds:.1f}s")
         if c.tool != "AutoCast":
             verdict = {True: "PASS", False: "FAIL", None: "no verdict"}[c.passed]
-            text += (f" (run {c.run_seconds:.1f}s)  exit {c.exit_code} {verdict} rel_l2 {_num(c.rel_l2)}"
-                     f" (bound {_num(c.rel_l2_bound)}), codes differ {_pct(c.codes_differ)}; vs float: QDQ "
-                     f"{_num(c.float_rel_l2_qdq)}, trtpipe {_num(c.float_rel_l2_candidate)}")
+            text += (f" (run {c.run_seconds:.1f}s)  exit {c.exit_code} {verdict}; vs the anchor ({c.anchor or '-'}) "
+                     f"rel_l2 {_num(c.anchored_rel_l2)} (bound {_num(c.anchored_rel_l2_bound)}); vs the QDQ model "
+                     f"rel_l2 {_num(c.rel_l2)} (bound {_num(c.rel_l2_bound)}), codes differ {_pct(c.codes_differ)}; "
+                     f"vs float: QDQ {_num(c.float_rel_l2_qdq)}, trtpipe {_num(c.float_rel_l2_candidate)}")
         out.append(text)
         for finding in [*engine.get("lost", []), *engine.get("fell_back", [])][:6]:
             out.append(f"        {finding[:200]}")
