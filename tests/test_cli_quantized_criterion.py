@@ -64,6 +64,8 @@ def test_code_flips_fail_against_the_qdq_model_and_pass_anchored(deep, with_floa
     out = run.stdout
     assert "ok by the anchored criterion (out of the bounds against the QDQ model)" in out
     assert "criterion: anchored on" in out and "vs the anchor: ok" in out
+    summary = (run.run_dir / "summary.md").read_text()
+    assert "| ok by the anchored criterion |" in summary and "| emulated vs the anchor | y |" in summary
     # The repair judged the automatic plan by the same criterion: nothing moved to FP32 for the flips.
     assert "(automatic plan)" in out and "repairing" not in out
 

@@ -73,17 +73,27 @@ def _verdict_table(report: dict) -> list[str]:
     lines = [f"Verdict: {'passed' if report.get('passed') else 'FAILED'}",
              "", "| candidate | output | " + " | ".join(name for name, _ in _METRICS) + " | verdict |",
              "|" + "---|" * (len(_METRICS) + 3)]
+    # A quantized model judged by the anchored criterion (validate/anchored.py): the candidate against the
+    # anchor, with the widened bounds, in a row of its own under the row against the reference.
+    widened = (((report.get("quantized") or {}).get("criterion") or {}).get("bounds")) or {}
     for candidate in report.get("candidates", []):
+        anchored = candidate.get("anchored") or {}
         for output, metrics in (candidate.get("outputs") or {}).items():
-            if not metrics:
-                continue
-            limits = bounds.get(output) or {}
-            cells = [_with_bound(metrics.get(name), limits.get(bound) if bound else None, name)
-                     for name, bound in _METRICS]
             verdict = "ok" if candidate.get("passed") else "FAIL"
-            lines.append(f"| {_cell(candidate.get('name'))} | {_cell(output)} | " + " | ".join(cells)
-                         + f" | {verdict} |")
+            if candidate.get("passed") and output in anchored.get("failed_against_reference", []):
+                verdict = "ok by the anchored criterion"
+            lines += _rows(candidate.get("name"), output, metrics, bounds.get(output) or {}, verdict)
+            if anchored:
+                lines += _rows(f"{candidate.get('name')} vs the anchor", output, anchored["outputs"].get(output),
+                               widened.get(output) or {}, "ok" if anchored.get("passed") else "FAIL")
     return lines
+
+
+def _rows(name, output: str, metrics: dict | None, limits: dict, verdict: str) -> list[str]:
+    if not metrics:
+        return []
+    cells = [_with_bound(metrics.get(metric), limits.get(bound) if bound else None, metric) for metric, bound in _METRICS]
+    return [f"| {_cell(name)} | {_cell(output)} | " + " | ".join(cells) + f" | {verdict} |"]
 
 
 def _with_bound(value, bound, name: str) -> str:
