@@ -31,9 +31,7 @@ STAGES = "stages=[sanitize,upgrade_opset,precision,validate]"
 
 @pytest.fixture(scope="module")
 def deep(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("deep_mlp")
-    ort_quantized_mlp(directory)
-    return directory
+    return ort_quantized_mlp(tmp_path_factory.mktemp("deep_mlp"))[0].parent
 
 
 def _report(run) -> dict:

@@ -189,7 +189,7 @@ def _quantized_block(codes, agreement, float_model, anchor, judge, feeds, refere
         return None
     from trtpipe.validate.float_model import reference_note
 
-    block = {"reference": reference_note(anchor), "codes": agreement,
+    block = {"reference": reference_note(anchor, quantized=bool(codes)), "codes": agreement,
              "criterion": judge.to_json() if anchor else {"kind": "reference"}}
     if float_model:
         block["float_model"] = _float_model_comparisons(float_model, anchor, feeds, reference_runs, candidate_runs,

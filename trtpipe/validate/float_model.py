@@ -42,12 +42,14 @@ ANCHORED_NOTE = ("the reference is the model as given to validate, its Q/DQ incl
                  "within the bounds of the QDQ model (criterion below)")
 
 
-def reference_note(anchor) -> str:
-    """What the reference is and, for an anchored verdict (validate/anchored.py), what the anchor is."""
+def reference_note(anchor, quantized: bool = False) -> str:
+    """What the reference is and, for an anchored verdict (validate/anchored.py), what the anchor is; for a
+    quantized model without one (no activation Q/DQ pair to remove), how to get one."""
     from trtpipe.validate.anchor_model import FLOAT_MODEL
 
     if anchor is None:
-        return REFERENCE_NOTE
+        return REFERENCE_NOTE + (f"; no activation QuantizeLinear/DequantizeLinear pair to derive an anchor from: "
+                                 f"{KEY}=PATH (the unquantized model) anchors the verdict on it" if quantized else "")
     if anchor.source == FLOAT_MODEL:
         return ANCHORED_NOTE.format(anchor=f"the float model ({KEY})")
     return ANCHORED_NOTE.format(anchor=f"the QDQ model without its activation quantization (derived; {KEY}=PATH "
