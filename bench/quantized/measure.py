@@ -70,19 +70,22 @@ class Converted:
             and not self.engine["fell_back"]
 
 
-def trtpipe(source: Source, qdq: Path, float_path: Path, recipe: str | None, work: Path) -> tuple[Converted, Path | None]:
+def trtpipe(source: Source, qdq: Path, float_path: Path | None, recipe: str | None, work: Path) -> tuple[Converted, Path | None]:
     """trtpipe's CLI, every stage (the build defers: no TensorRT here; the oracle builds afterwards); its
-    console output is kept in `work/trtpipe_<config>.log`."""
-    tool = f"trtpipe {recipe or 'default'}"
-    run = work / f"run_{recipe or 'default'}"
-    command = [sys.executable, "-m", "trtpipe", f"model.path={qdq}", f"validate.float_model={float_path}",
-               f"cache.dir={work / ('cache_' + (recipe or 'default'))}", f"hydra.run.dir={run}", *source.data_overrides()]
+    console output is kept in `work/trtpipe_<config>.log`. `float_path` None: no `validate.float_model`, the
+    verdict anchored on the anchor trtpipe derives from the QDQ model (the `derived` config)."""
+    config = recipe or ("default" if float_path is not None else "derived")
+    tool = f"trtpipe {config}"
+    run = work / f"run_{config}"
+    command = [sys.executable, "-m", "trtpipe", f"model.path={qdq}",
+               *([f"validate.float_model={float_path}"] if float_path is not None else []),
+               f"cache.dir={work / ('cache_' + config)}", f"hydra.run.dir={run}", *source.data_overrides()]
     if recipe:
         command.append(f"+recipe={recipe}")
     start = time.perf_counter()
     done = subprocess.run(command, cwd=work, capture_output=True, text=True)
     result = Converted(tool, run_seconds=time.perf_counter() - start, exit_code=done.returncode)
-    (work / f"trtpipe_{recipe or 'default'}.log").write_text(done.stdout + done.stderr)
+    (work / f"trtpipe_{config}.log").write_text(done.stdout + done.stderr)
     place_left_in_cache(run)   # a failed verdict places no model in the run directory (docs/cache.md)
     model = run / "precision" / "model.onnx"
     if not model.is_file():

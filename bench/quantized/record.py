@@ -6,7 +6,9 @@ converter (`default`, the fitting recipe's name, `autocast`): `.casts`, `.casts_
 `.passed` (1/0, the verdict: the anchored criterion), `.passed_vs_qdq` (1/0, within the recipe's bounds
 against the QDQ model), `.rel_l2`, `.rel_l2_bound` (against the QDQ model), `.anchored_rel_l2`,
 `.anchored_rel_l2_bound` (against the anchor, the widened bound), `.codes_differ` (%), `.float_rel_l2_qdq`,
-`.float_rel_l2_candidate`, `.run_seconds`; `models`, `passing`, `summary` (the last line), `seconds`.
+`.float_rel_l2_candidate`, `.run_seconds`; `derived` (the default config without the float model, its
+verdict anchored on the QDQ model without its activation Q/DQ): `.passed`, `.passed_vs_qdq`, `.anchored_rel_l2`,
+`.anchored_rel_l2_bound`; `models`, `passing`, `summary` (the last line), `seconds`.
 A figure a converter did not produce (it failed, or no engine was built) is left out.
 """
 from __future__ import annotations
@@ -41,18 +43,26 @@ def figures(rows) -> dict:
             if tool == "autocast":
                 continue
             found[f"{at}.run_seconds"] = round(c.run_seconds, 2)
-            for name in ("passed", "passed_vs_qdq"):
-                if getattr(c, name) is not None:
-                    found[f"{at}.{name}"] = int(getattr(c, name))
-            for name in ("rel_l2", "rel_l2_bound", "anchored_rel_l2", "anchored_rel_l2_bound", "float_rel_l2_qdq",
-                         "float_rel_l2_candidate"):
-                if getattr(c, name) is not None:
-                    found[f"{at}.{name}"] = round(getattr(c, name), 6)
+            found.update(_verdict(at, c, ("rel_l2", "rel_l2_bound", "anchored_rel_l2", "anchored_rel_l2_bound",
+                                          "float_rel_l2_qdq", "float_rel_l2_candidate")))
             if c.codes_differ is not None:
                 found[f"{at}.codes_differ"] = round(100 * c.codes_differ, 3)
+        if row.derived is not None and row.derived.ok:
+            found.update(_verdict(f"{key}.derived", row.derived, ("anchored_rel_l2", "anchored_rel_l2_bound")))
     good = sum(r.counts for r in rows)
+    derived = [r.derived for r in rows if r.derived is not None and r.derived.ok]
+    found["derived_passing"] = sum(bool(d.passed) for d in derived)
     found.update({"models": len(rows), "passing": good,
                   "summary": f"quantized: {good}/{len(rows)} models keep every quantized layer and pass"})
+    return found
+
+
+def _verdict(at: str, converted, numbers: tuple) -> dict:
+    """A trtpipe config's verdict (1/0) and the named numbers, those it has."""
+    found = {f"{at}.{name}": int(getattr(converted, name)) for name in ("passed", "passed_vs_qdq")
+             if getattr(converted, name) is not None}
+    found.update({f"{at}.{name}": round(getattr(converted, name), 6) for name in numbers
+                  if getattr(converted, name) is not None})
     return found
 
 

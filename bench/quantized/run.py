@@ -4,7 +4,9 @@ A model counts in P ("keeps every quantized layer and passes") when, for every t
 under (the default, and its fitting recipe when it has one), the engine of trtpipe's output lost no
 layer quantized in the source's engine, no linear op or kernel planned FP16 runs FP32 in it, and
 trtpipe's verdict is a pass (exit 0): the anchored criterion of trtpipe/validate/anchored.py, anchored on
-the float model the benchmark passes as `validate.float_model`. AutoCast is measured beside it, not counted.
+the float model the benchmark passes as `validate.float_model`. AutoCast is measured beside it, not counted,
+and so is trtpipe's default config without the float model (`derived`: the verdict anchored on the QDQ
+model without its activation Q/DQ, what a user without the float model gets; its model is not built).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class Row:
     source_quantized: int = 0
     error: str = ""
     converted: list[Converted] = field(default_factory=list)
+    derived: Converted | None = None  # the default config without validate.float_model (not counted)
 
     @property
     def label(self) -> str:
@@ -102,6 +105,7 @@ def one_model(row: Row, qdq: Path, float_path: Path, calibration: Path, work: Pa
             measure.engine_facts(result, source_program, model, quantized_layers.plan_of(run), oracle,
                                  work / f"{recipe or 'default'}_ctx.onnx")
         row.converted.append(result)
+    row.derived, _ = measure.trtpipe(row.source, qdq, None, None, work)
     if autocast:
         result = measure.autocast(qdq, work, bench_python)
         if result.ok:
@@ -138,6 +142,11 @@ def lines(row: Row) -> list[str]:
         out.append(text)
         for finding in [*engine.get("lost", []), *engine.get("fell_back", [])][:6]:
             out.append(f"        {finding[:200]}")
+    d = row.derived
+    if d is not None:
+        verdict = {True: "PASS", False: "FAIL", None: "no verdict"}[d.passed]
+        out.append(f"    {'trtpipe, derived anchor':26s} exit {d.exit_code} {verdict}; vs the anchor ({d.anchor or '-'}) rel_l2 "
+                   f"{_num(d.anchored_rel_l2)} (bound {_num(d.anchored_rel_l2_bound)}) (not counted)")
     return out
 
 
