@@ -90,8 +90,8 @@ def test_the_derived_anchor_drops_activation_qdq_and_keeps_weight_dequantize(dee
 
 def test_an_fp16_error_of_the_model_fails_against_both(tmp_path):
     ort_quantized_mlp(tmp_path, depth=2, tail_offset=20000.0)
-    run = run_trtpipe(tmp_path, f"model.path={tmp_path / 'qdq.onnx'}", f"validate.float_model={tmp_path / 'float.onnx'}",
-                      "precision=naive", STAGES, run_name="offset")
+    run = run_trtpipe(tmp_path, f"model.path={tmp_path / 'qdq.onnx'}",
+                      f"validate.float_model={tmp_path / 'float.onnx'}", "precision=naive", STAGES, run_name="offset")
     assert run.code == 1, run.stdout + run.stderr
     emulated = _report(run)["candidates"][0]
     assert not emulated["passed"] and not emulated["anchored"]["passed"]

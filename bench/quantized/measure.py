@@ -70,7 +70,8 @@ class Converted:
             and not self.engine["fell_back"]
 
 
-def trtpipe(source: Source, qdq: Path, float_path: Path | None, recipe: str | None, work: Path) -> tuple[Converted, Path | None]:
+def trtpipe(source: Source, qdq: Path, float_path: Path | None, recipe: str | None,
+            work: Path) -> tuple[Converted, Path | None]:
     """trtpipe's CLI, every stage (the build defers: no TensorRT here; the oracle builds afterwards); its
     console output is kept in `work/trtpipe_<config>.log`. `float_path` None: no `validate.float_model`, the
     verdict anchored on the anchor trtpipe derives from the QDQ model (the `derived` config)."""
@@ -169,7 +170,8 @@ def _validation(result: Converted, path: Path) -> None:
     if anchored and criterion.get("kind") == "anchored":
         result.anchor = criterion["anchor"]["source"]
         result.anchored_rel_l2 = max(m["rel_l2"] for m in anchored["outputs"].values() if m)
-        result.anchored_rel_l2_bound = max((b or {}).get("rel_l2") or 0.0 for b in criterion["bounds"].values()) or None
+        result.anchored_rel_l2_bound = max((b or {}).get("rel_l2") or 0.0
+                                           for b in criterion["bounds"].values()) or None
     result.codes_differ = (quantized.get("codes") or {}).get("share")
     for comparison in (quantized.get("float_model") or {}).get("comparisons", []):
         worst = max(m["rel_l2"] for m in comparison["outputs"].values())

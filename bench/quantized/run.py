@@ -145,8 +145,9 @@ def lines(row: Row) -> list[str]:
     d = row.derived
     if d is not None:
         verdict = {True: "PASS", False: "FAIL", None: "no verdict"}[d.passed]
-        out.append(f"    {'trtpipe, derived anchor':26s} exit {d.exit_code} {verdict}; vs the anchor ({d.anchor or '-'}) rel_l2 "
-                   f"{_num(d.anchored_rel_l2)} (bound {_num(d.anchored_rel_l2_bound)}) (not counted)")
+        out.append(f"    {'trtpipe, derived anchor':26s} exit {d.exit_code} {verdict}; vs the anchor "
+                   f"({d.anchor or '-'}) rel_l2 {_num(d.anchored_rel_l2)} (bound {_num(d.anchored_rel_l2_bound)}) "
+                   "(not counted)")
     return out
 
 

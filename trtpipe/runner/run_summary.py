@@ -92,7 +92,8 @@ def _verdict_table(report: dict) -> list[str]:
 def _rows(name, output: str, metrics: dict | None, limits: dict, verdict: str) -> list[str]:
     if not metrics:
         return []
-    cells = [_with_bound(metrics.get(metric), limits.get(bound) if bound else None, metric) for metric, bound in _METRICS]
+    cells = [_with_bound(metrics.get(metric), limits.get(bound) if bound else None, metric)
+             for metric, bound in _METRICS]
     return [f"| {_cell(name)} | {_cell(output)} | " + " | ".join(cells) + f" | {verdict} |"]
 
 

@@ -54,8 +54,8 @@ def anchor_for(model: onnx.ModelProto, float_model: Path | None, feeds: list[dic
         anchor, removed = without_activation_qdq(model)
         if not removed:
             return None
-        source, description = DERIVED, (f"the QDQ model without its {removed} activation QuantizeLinear/DequantizeLinear "
-                                        "pair(s), weight DequantizeLinear kept")
+        source, description = DERIVED, (f"the QDQ model without its {removed} activation "
+                                        "QuantizeLinear/DequantizeLinear pair(s), weight DequantizeLinear kept")
     runner = ReferenceRunner(anchor)
     runs = [runner.run(feeds_i) for feeds_i in feeds]
     return Anchor(runs, source, description)

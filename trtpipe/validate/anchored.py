@@ -101,8 +101,8 @@ class AnchoredJudge(PlainJudge):
         plain = super().judge(name, candidate_runs)
         bounded = [output for output in self.outputs if self.widened[output] is not None]
         per_output = {output: self.widened[output] for output in bounded}
-        against = compare_candidate(name, self.anchor.runs, candidate_runs, bounded, Tolerances(Tolerance(), per_output),
-                                    self.min_compared)
+        widened = Tolerances(Tolerance(), per_output)
+        against = compare_candidate(name, self.anchor.runs, candidate_runs, bounded, widened, self.min_compared)
         outputs = {}
         for output, verdict in plain.outputs.items():
             anchored = against.outputs.get(output)
@@ -112,7 +112,7 @@ class AnchoredJudge(PlainJudge):
                 reasons = [f"against the anchor, {reason}" for reason in anchored.reasons] + reasons
             outputs[output] = OutputVerdict(verdict.metrics, passed, reasons)
         combined = CandidateVerdict(name, all(v.passed for v in outputs.values()), outputs, plain.iterations)
-        combined.anchored = AnchoredVerdict(against, Tolerances(Tolerance(), per_output), plain)
+        combined.anchored = AnchoredVerdict(against, widened, plain)
         return combined
 
     def to_json(self) -> dict:

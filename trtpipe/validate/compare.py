@@ -204,9 +204,9 @@ class CandidateVerdict:
         if self.anchored is not None:
             against = self.anchored.verdict
             plain = self.anchored.plain
-            entry["anchored"] = {"passed": against.passed, "outputs": {output: verdict.metrics.to_json() if verdict.metrics
-                                                                      else None for output, verdict in against.outputs.items()},
-                                 "reasons": against.reasons,
+            metrics = {output: verdict.metrics.to_json() if verdict.metrics else None
+                       for output, verdict in against.outputs.items()}
+            entry["anchored"] = {"passed": against.passed, "outputs": metrics, "reasons": against.reasons,
                                  "failed_against_reference": [o for o, v in plain.outputs.items() if not v.passed]}
         return entry
 

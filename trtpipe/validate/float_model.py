@@ -100,9 +100,9 @@ def interface_difference(model: onnx.ModelProto, float_model: onnx.ModelProto) -
 
 def float_comparisons(float_runs: list[dict], reference_runs: list[dict], candidate_runs: dict[str, list[dict]],
                       outputs: list[str], compare) -> list:
-    """The comparisons against the float model, not judged: the reference (what quantization costs),
-    then each candidate (quantization and FP16). `compare(name, float_runs, runs, outputs)` is the
-    validate stage's comparator; the verdicts' `passed` means nothing here and is not reported."""
+    """The comparisons against the float model, reported (the verdict is anchored.py's): the reference (what
+    quantization costs), then each candidate (quantization and FP16). `compare(name, float_runs, runs,
+    outputs)` is the validate stage's comparator; the verdicts' `passed` means nothing here and is not reported."""
     compared = [name for name in outputs if all(name in run for run in float_runs)]
     verdicts = [("reference", "what quantization costs (the QDQ model vs the float model)",
                  compare("reference", float_runs, reference_runs, compared))]
