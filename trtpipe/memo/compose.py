@@ -65,7 +65,8 @@ def memo_key(config_dir: Path, overrides: list[str]) -> str:
     for name, path in recipe_files().items():
         texts[f"recipe/{name}@{path}"] = _text(path)
     code = {str(path.relative_to(_PACKAGE)): _text(path)
-            for path in [*sorted((_PACKAGE / "config").glob("*.py")), Path(__file__), _PACKAGE / "single_run.py"]}
+            for path in [*sorted((_PACKAGE / "config").glob("*.py")), _PACKAGE / "memo" / "compose.py",
+                         _PACKAGE / "single_run.py"]}
     read = sorted({name for text in [*texts.values(), *overrides] for name in _ENV_READ.findall(text)}
                   | {USER_RECIPES_ENV})
     material = {

@@ -29,7 +29,7 @@ _PACKAGE = Path(__file__).resolve().parents[1]  # trtpipe/
 # The modules whose code decides the answer (data.with_model_ranges and what it imports).
 CODE = ("data.py", "sample_dims.py", "memo/model_inputs.py", "numerics/input_ranges.py", "numerics/inputs.py",
         "numerics/input_types.py", "numerics/sample_values.py", "onnxmodel/input_dims.py", "config/override_text.py",
-        "errors.py")
+        "errors.py", "safe_text.py", "cache/hashing.py")
 
 
 def memo_key(model_sha256: str, data: dict, sequence_length: int) -> str | None:
