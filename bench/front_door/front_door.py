@@ -31,9 +31,11 @@ machine, unloaded) and of issue 33 (cached run <= 2.5x the floor's wall time); e
 ratios above, the machine's load average, the cache's size after one cached command's
 first run, and the console transcripts of the runs in TRANSCRIPTS on an empty cache as a
 terminal shows them (the `running...` lines a terminal overwrites dropped, the scratch
-folder's path removed), which README.md and docs/how-it-works.md quote.
+folder's path removed), which README.md and docs/how-it-works.md quote, and where one more cached
+run's time goes (breakdown.py: imports per package under -X importtime, and the rest).
 Not a test: timings depend on the machine; tests/test_front_door.py checks the structure
-(no Hydra for --help, one composition per run, matplotlib only when a plot is drawn).
+(no Hydra for --help, one composition per run, matplotlib only when a plot is drawn),
+tests/test_front_door_cached.py that a repeated run composes nothing and imports no NumPy or onnx.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.front_door.breakdown import breakdown
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = {"cached": 0.6, "--help": 0.5}
@@ -122,9 +126,9 @@ def folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
 
 
-def record(wall: dict, cpu: dict, repeat: int, transcripts: dict, cache_mb: float) -> None:
+def record(wall: dict, cpu: dict, repeat: int, transcripts: dict, cache_mb: float, parts: dict) -> None:
     from bench.common.results import write_results
-    figures = {"repeat": repeat, "cache.mb_per_run": round(cache_mb, 3),
+    figures = {"repeat": repeat, "cache.mb_per_run": round(cache_mb, 3), **parts,
                **{f"transcript.{name}": text for name, text in transcripts.items()}}
     for name, text in transcripts.items():
         figures.update(table_figures(name, text))
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         for command in todo.values():  # compile every command's bytecode; the second cached run fills the memo
             timed(command, work, env)
         transcripts = {name: transcript(work, env, name) for name in TRANSCRIPTS} if args.record else {}
+        parts = breakdown(todo["cached"], work, env) if args.record else {}
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in todo}
         for _ in range(args.repeat):
             for name, command in todo.items():
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:10} {wall[name]:8.3f} {wall[name] / wall['floor']:8.2f} {cpu[name]:8.3f} "
               f"{cpu[name] / cpu['floor']:8.2f}  {verdict}")
     if args.record:
-        record(wall, cpu, args.repeat, transcripts, cache_mb)
+        record(wall, cpu, args.repeat, transcripts, cache_mb, parts)
     return 1 if failed else 0
 
 
