@@ -12,32 +12,15 @@ import sys
 from pathlib import Path
 
 import trtpipe
+from tests.test_front_door import _COUNT_COMPOSITIONS
 from tests.test_front_door_memo import _token_model
 from trtpipe.memo import model_inputs
 
 PACKAGE = Path(trtpipe.__file__).resolve().parent
 
-# Counts Hydra compositions; says at exit which heavy modules the run imported.
-_COUNTING = """
-import atexit, sys
-from hydra._internal.hydra import Hydra
-calls = []
-original = Hydra.compose_config
-def counted(self, *args, **kwargs):
-    calls.append(1)
-    return original(self, *args, **kwargs)
-Hydra.compose_config = counted
-heavy = ("numpy", "onnx", "onnxruntime", "matplotlib", "hydra_plugins")
-atexit.register(lambda: sys.stderr.write(f"COMPOSITIONS={len(calls)} IMPORTED={sorted(m for m in heavy if m in sys.modules)}\\n"))
-sys.argv = ["trtpipe", *sys.argv[1:]]
-from trtpipe.cli import main
-main()
-"""
-
-
 def _run(tmp_path: Path, *overrides: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, Path]:
     script = tmp_path / "count.py"
-    script.write_text(_COUNTING)
+    script.write_text(_COUNT_COMPOSITIONS)  # COMPOSITIONS=n ... IMPORTED=[heavy modules imported]
     environment = {**os.environ, "TRTPIPE_CACHE": str(tmp_path / "cache"), **(env or {})}
     environment.pop("TRTPIPE_DEBUG", None)
     done = subprocess.run([sys.executable, str(script), *overrides], cwd=tmp_path, env=environment,
