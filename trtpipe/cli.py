@@ -92,7 +92,6 @@ def _main() -> None:
         from trtpipe.config.preflight import preflight
         from trtpipe.config.store import register_configs
         from trtpipe.runner.rundir import snapshot_from_argv, start_directory
-
         from trtpipe.single_run import is_single_run
 
         start = start_directory()  # a deleted working directory: one line, exit 2, before anything

@@ -52,8 +52,8 @@ def run_single(config_dir: Path, task: Callable, overrides: list[str]) -> bool:
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode
 
-    from trtpipe.memo import compose as compose_memo
     from trtpipe.cache.cache_home import register_cache_resolver
+    from trtpipe.memo import compose as compose_memo
 
     version.setbase(VERSION_BASE)  # what hydra.main(version_base="1.3") does first
     key = _memo_key(config_dir, overrides)

@@ -60,7 +60,7 @@ def memo_key(config_dir: Path, overrides: list[str]) -> str:
 
     texts: dict[str, str] = {}
     for path in sorted(Path(config_dir).rglob("*")):
-        if path.is_file():
+        if path.is_file() and "__pycache__" not in path.parts:  # a wheel's conf/ is a package
             texts[f"conf/{path.relative_to(config_dir).as_posix()}"] = _text(path)
     for name, path in recipe_files().items():
         texts[f"recipe/{name}@{path}"] = _text(path)
