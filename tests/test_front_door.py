@@ -69,7 +69,9 @@ def counted(self, *args, **kwargs):
     calls.append(1)
     return original(self, *args, **kwargs)
 Hydra.compose_config = counted
-atexit.register(lambda: sys.stderr.write(f"COMPOSITIONS={len(calls)} MATPLOTLIB={'matplotlib' in sys.modules}\\n"))
+heavy = ("numpy", "onnx", "onnxruntime", "matplotlib", "hydra_plugins")  # IMPORTED: test_front_door_cached.py
+atexit.register(lambda: sys.stderr.write(f"COMPOSITIONS={len(calls)} MATPLOTLIB={'matplotlib' in sys.modules} "
+                                         f"IMPORTED={sorted(m for m in heavy if m in sys.modules)}\\n"))
 sys.argv = ["trtpipe", *sys.argv[1:]]
 from trtpipe.cli import main
 main()

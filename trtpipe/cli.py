@@ -92,9 +92,11 @@ def _main() -> None:
         from trtpipe.config.preflight import preflight
         from trtpipe.config.store import register_configs
         from trtpipe.runner.rundir import snapshot_from_argv, start_directory
+        from trtpipe.single_run import is_single_run
 
         start = start_directory()  # a deleted working directory: one line, exit 2, before anything
-        register_configs()
+        if not is_single_run(argv):  # a single run registers them when it composes (single_run.py)
+            register_configs()
         config_dir = conf_dir()
         preflight(config_dir, argv)
         snapshot_from_argv(argv, start)  # before Hydra creates the run directory

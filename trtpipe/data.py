@@ -119,6 +119,32 @@ def _folder_digests(given: Path, folder: Path, what: str = "data.path") -> dict[
     return {file.name: sha256_file(file) for file in files}
 
 
+def model_ranges(data: dict, model_path: Path, model_sha256: str, index_dir: Path,
+                 sequence_length: int = 128) -> tuple[dict, dict, dict]:
+    """with_model_ranges, remembered per model digest for generated data (memo/model_inputs.py):
+    the same answer without loading the model. The ranges come back as ReadRange-like records
+    (`low`, `high`, `reason`: what the runner prints)."""
+    from types import SimpleNamespace
+
+    from trtpipe.memo import model_inputs
+
+    if data.get("path"):
+        return with_model_ranges(data, model_path, sequence_length)
+    key = model_inputs.memo_key(model_sha256, data, sequence_length)
+    known = model_inputs.recall(index_dir, key) if key else None
+    if known is not None:
+        return known["data"], {name: SimpleNamespace(**found) for name, found in known["read"].items()}, known["shaped"]
+    model = _load_unchecked(model_path)
+    if model is None:
+        return data, {}, {}
+    answer = _ranges_of(model, data, sequence_length)
+    if key:
+        completed, read, shaped = answer
+        model_inputs.remember(index_dir, key, {"data": completed, "read": {name: vars(found) for name, found in
+                                                                          read.items()}, "shaped": shaped})
+    return answer
+
+
 def with_model_ranges(data: dict, model_path: Path, sequence_length: int = 128) -> tuple[dict, dict, dict]:
     """Before any stage: the data block with the range the model states for each generated integer
     input that has none (numerics/input_ranges.py; the reason rides along as `from_model`, so the
@@ -127,16 +153,27 @@ def with_model_ranges(data: dict, model_path: Path, sequence_length: int = 128) 
     ranges that sample files are checked against (`check_sample_data`). Every integer input without a
     range is one error here. Returns (data, {input: ReadRange}, {input: shape line}) of the decisions
     to print."""
+    model = _load_unchecked(model_path)
+    if model is None:
+        return data, {}, {}
+    return _ranges_of(model, data, sequence_length)
+
+
+def _load_unchecked(model_path: Path):
+    """The model without its weights, or None: sanitize reports an unreadable model in its own words."""
     import onnx
 
+    try:
+        return onnx.load(str(model_path), load_external_data=False)
+    except Exception:
+        return None
+
+
+def _ranges_of(model, data: dict, sequence_length: int) -> tuple[dict, dict, dict]:
     from trtpipe.numerics.input_ranges import read_ranges
     from trtpipe.numerics.inputs import integer_specs, model_inputs
     from trtpipe.sample_dims import filled_shapes, shape_line
 
-    try:
-        model = onnx.load(str(model_path), load_external_data=False)
-    except Exception:  # sanitize reports an unreadable model in its own words
-        return data, {}, {}
     inputs = model_inputs(model)
     if data.get("path"):
         names = [value.name for value in inputs if value.type.tensor_type.elem_type in INTEGER_ELEMENT_TYPES]
@@ -195,10 +232,10 @@ def check_sample_data(data: Mapping, check_values: bool = True,
     (`sample_shapes`); the file is read here once more (stages read it again). `expected`: input
     name -> the source model's dims, which an .npz's array headers must fit before anything is read
     (numerics/inputs.py)."""
-    from trtpipe.numerics.input_ranges import check_table_indices
-
     allow = bool(data.get(ALLOW_KEY))
     if data.get("path"):
+        from trtpipe.numerics.input_ranges import check_table_indices  # NumPy and onnx: only for files
+
         feeds = []
         for part, where in _sample_parts(data, expected):  # a list's values are named by their file
             if check_values:

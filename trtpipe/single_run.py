@@ -15,6 +15,10 @@ Every other command line (sweeps, --cfg, --info, --config-dir, shell completion,
 `hydra.mode=...`) goes through hydra.main directly.
 - Hydra's version_base is "1.3", as cli.py passes to hydra.main (without it Hydra falls
   back to 1.1 behaviour: `hydra.job.chdir=null` would change directory).
+- The composition of a command line run before, with nothing it reads changed, is taken from
+  memo/compose.py instead of composed again; the schemas and recipes are then registered in the
+  ConfigStore only when something asks it (Hydra's debug output composes again). Everything
+  after the composition is the same either way.
 """
 
 from __future__ import annotations
@@ -48,11 +52,24 @@ def run_single(config_dir: Path, task: Callable, overrides: list[str]) -> bool:
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode
 
+    from trtpipe.cache.cache_home import register_cache_resolver
+    from trtpipe.memo import compose as compose_memo
+
     version.setbase(VERSION_BASE)  # what hydra.main(version_base="1.3") does first
-    search_path = create_config_search_path(str(config_dir))
+    key = _memo_key(config_dir, overrides)
+    cfg = compose_memo.load(key) if key else None
+    registered = cfg is None  # the schemas and recipes are in the ConfigStore
+    skipped = _register() if registered else []  # recipe files register_configs skipped, with a warning
+    register_cache_resolver()  # cache.dir's default (register_configs registers it too)
+    # A remembered composition had no source but these three (memo/compose.py), so the search path
+    # is the one create_config_search_path makes, without discovering (importing) Hydra's plugins.
+    search_path = create_config_search_path(str(config_dir)) if registered else _known_search_path(config_dir)
     hydra = Hydra.create_main_hydra2(task_name="trtpipe", config_search_path=search_path)
     try:
-        cfg = hydra.compose_config(config_name="config", overrides=list(overrides), run_mode=RunMode.RUN)
+        if cfg is None:
+            cfg = hydra.compose_config(config_name="config", overrides=list(overrides), run_mode=RunMode.RUN)
+            if key and not skipped and cfg.hydra.mode in (None, RunMode.RUN):  # a sweep is hydra.main's
+                compose_memo.save(key, cfg, config_dir)
         if cfg.hydra.mode not in (None, RunMode.RUN):
             return False
         run_overrides = list(overrides)
@@ -63,6 +80,8 @@ def run_single(config_dir: Path, task: Callable, overrides: list[str]) -> bool:
         # The rest is Hydra.run after its composition (Hydra 1.3).
         configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
         hydra_module.log = logging.getLogger(hydra_module.__name__)  # as compose_config(with_log_configuration)
+        if hydra_module.log.isEnabledFor(logging.DEBUG) and not registered:
+            _register()  # Hydra's debug output composes again, from the ConfigStore
         hydra._print_debug_info("config", run_overrides, RunMode.RUN)
         callbacks = Callbacks(cfg)
         callbacks.on_run_start(config=cfg, config_name="config")
@@ -74,3 +93,38 @@ def run_single(config_dir: Path, task: Callable, overrides: list[str]) -> bool:
         return True
     finally:
         GlobalHydra.instance().clear()
+
+
+def _memo_key(config_dir: Path, overrides: list[str]) -> str | None:
+    """compose_memo's key, or None where it cannot be formed (the composition then says why)."""
+    from trtpipe.memo import compose as compose_memo
+
+    try:
+        return compose_memo.memo_key(config_dir, overrides)
+    except Exception:  # e.g. TRTPIPE_RECIPES naming no folder: register_configs reports it
+        return None
+
+
+def _register() -> list:
+    from trtpipe.config.store import register_configs
+
+    return register_configs()
+
+
+def _known_search_path(config_dir: Path):
+    """Hydra's package, trtpipe's conf/ and the ConfigStore, as create_config_search_path orders them,
+    and the three config source types they need registered (what Hydra's plugin scan registers first)."""
+    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+    from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
+    from hydra._internal.sources_registry import SourcesRegistry
+
+    for source in (FileConfigSource, ImportlibResourcesConfigSource, StructuredConfigSource):
+        SourcesRegistry.instance().register(source)  # idempotent
+
+    search_path = ConfigSearchPathImpl()
+    search_path.append("hydra", "pkg://hydra.conf")
+    search_path.append("main", str(config_dir))
+    search_path.append("schema", "structured://")
+    return search_path

@@ -40,9 +40,7 @@ def _builtin_model_file(name: str, cache_root: Path) -> Path:
     a model that does not match, or has no digest on record (older caches), is regenerated,
     with a warning when a digest was on record.
     """
-    from filelock import FileLock
-
-    from trtpipe.models import BUILTIN_MODEL_VERSION, builtin_model
+    from trtpipe.models import BUILTIN_MODEL_VERSION
 
     onnx_version = distribution_version("onnx")
     target = cache_root / "builtin" / f"{name}-v{BUILTIN_MODEL_VERSION}-onnx{onnx_version}" / "model.onnx"
@@ -53,6 +51,10 @@ def _builtin_model_file(name: str, cache_root: Path) -> Path:
             folder.unlink()
     if _verified(target, record):
         return target
+    from filelock import FileLock  # generating only: a cached run verifies the file and goes on
+
+    from trtpipe.models import builtin_model
+
     model = builtin_model(name)  # raises UserError for an unknown name
     # A full disk or a file-size limit here is the user's to fix, in one line (it was exit 1,
     # "internal error", found when the accuracy picture stopped being the first large write).

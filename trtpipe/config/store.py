@@ -9,6 +9,7 @@ user directory alike, and keeps `--info`, `--cfg` and shell completion working.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 
@@ -31,14 +32,15 @@ _STAGE_SCHEMAS = {
 }
 
 
-def register_configs() -> None:
+def register_configs() -> list[Path]:
     """Idempotent: storing the same names again replaces them. A recipe file that cannot be read
     is skipped with one warning (locate.py says why); `+recipe=` of its name fails with its reason
-    (config/check.py)."""
+    (config/check.py). Returns the skipped files."""
     from trtpipe.cache.cache_home import register_cache_resolver
 
     register_cache_resolver()  # cache.dir's default: ${trtpipe.cache_home:}
     store = ConfigStore.instance()
+    skipped = []
     store.store(name="trtpipe_schema", node=schema.TrtpipeConfig)
     for group, node in _STAGE_SCHEMAS.items():
         store.store(group=group, name="schema", node=node)
@@ -48,7 +50,9 @@ def register_configs() -> None:
         except UserError as error:
             store.repo.get(RECIPE_GROUP, {}).pop(f"{name}.yaml", None)  # never an earlier or stale one instead
             reason = " ".join(error.problem.split()).replace(f"recipe {path} ", "", 1)
+            skipped.append(path)
             log.warning("trtpipe: warning: recipe file %s is skipped (only +recipe=%s would use it): it %s",
                         safe_text(path), safe_text(name), safe_text(reason))
             continue
         store.store(group=RECIPE_GROUP, name=name, node=node, package="_global_")
+    return skipped

@@ -14,16 +14,20 @@ Decisions:
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
-
-import numpy as np
+import math
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from trtpipe.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ALLOW_KEY = "allow_nonfinite"
 
 
 def check_sample_values(iterations: Iterable[Mapping[str, np.ndarray]], allow_nonfinite: bool, where: str) -> None:
+    import numpy as np  # here: a run of generated inputs checks their specs only (check_generation_specs)
+
     for index, feeds in enumerate(iterations):
         for name, value in feeds.items():
             array = np.asarray(value)
@@ -52,6 +56,6 @@ def check_generation_specs(inputs: Mapping[str, Mapping], allow_nonfinite: bool)
             continue
         for bound in ("low", "high"):
             value = spec.get(bound)
-            if isinstance(value, (int, float)) and not np.isfinite(value):
+            if isinstance(value, float) and not math.isfinite(value):  # an int is finite
                 raise UserError(f"data.inputs.{name}.{bound} is {value}: every generated value would be inf/NaN",
                                 f"give a finite data.inputs.{name}.{bound}, or data.{ALLOW_KEY}=true")

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trtpipe import __version__
 from trtpipe.errors import EXIT_OK, OutOfMemory, StageFailed, TrtpipeError, UserError, is_out_of_memory
-from trtpipe.data import TABLES_KEY, check_sample_data, resolved_data, with_model_ranges
+from trtpipe.data import TABLES_KEY, check_sample_data, model_ranges, resolved_data
 from trtpipe.cache.cache import ArtifactCache
 from trtpipe.cache.cache_home import note_old_cache
 from trtpipe.cache.digest_memo import memoised_digest
@@ -115,8 +115,10 @@ def _run_stages(cfg, stages, cache, manifest, source, run_dir, start_dir) -> Pip
                              None if cfg.model.path else cfg.model.builtin, start_dir, _opt_shapes(cfg))
         shapes: dict = {}
         if any(stage.uses_data for stage in stages):
-            # ranges of integer inputs read from the model, or one error naming every input without one
-            data, read, shaped = with_model_ranges(data, source.path, int(cfg.data.get("sequence_length") or 128))
+            # ranges of integer inputs read from the model, or one error naming every input without one;
+            # remembered per model digest (memo/model_inputs.py)
+            data, read, shaped = model_ranges(data, source.path, source.sha256, cache.root / "index",
+                                              int(cfg.data.get("sequence_length") or 128))
             for name, found in read.items():
                 log.info("  data            input %s: integers in [%d, %d), read from the model: %s",
                          safe_text(repr(name)), found.low, found.high, safe_text(found.reason))

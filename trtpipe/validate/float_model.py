@@ -25,10 +25,12 @@ Decisions (each with its reason):
 from __future__ import annotations
 
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from trtpipe.errors import UserError
+
+if TYPE_CHECKING:  # imported where a model is read: validate's key_files (every run) needs only the path
+    import onnx
 
 KEY = "validate.float_model"
 FIX = (f"point {KEY} at the unquantized ONNX model this one was quantized from, or leave it out: "
@@ -121,6 +123,8 @@ def _interface(model: onnx.ModelProto, kind: str) -> dict[str, int]:
 
 
 def _type_name(elem_type: int) -> str:
+    import onnx
+
     try:
         return onnx.TensorProto.DataType.Name(elem_type)
     except ValueError:
