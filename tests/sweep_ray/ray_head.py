@@ -9,7 +9,7 @@ Decisions:
   defaults are fixed), the client server's above Ray's worker port range (10002-19999).
 - Its own temporary directory (`--temp-dir`, short: Ray's Unix sockets live under it) and its own
   session (`start_new_session`): `ray start` leaves daemons (GCS, raylet, agents) in its process
-  group; teardown signals that group only (SIGTERM, then SIGKILL after 10 s), never by name
+  group; teardown signals that group only (SIGTERM, then SIGKILL after 3 s: a test cluster keeps nothing), never by name
   (`ray stop` finds every Ray process of the user).
 - The head's environment is a cluster node's: the AWS credentials of the test server (nodes carry
   their own, trtpipe never forwards them), but no TRTPIPE_CACHE and no AWS endpoint, region or config
@@ -45,7 +45,7 @@ class RayHead:
         return {"RAY_ADDRESS": self.address, **LOOPBACK_ONLY}
 
     def stop(self) -> None:
-        for signum, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        for signum, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
             try:
                 os.killpg(self.group, signum)
             except ProcessLookupError:
