@@ -156,6 +156,8 @@ PASTE = {
 }
 
 PROSE = {
+    "trtpipe/config/check.py:_missing_launcher: hydra/launcher={}: Hydra's {} launcher plugin is not installed":
+        ENVIRONMENT,
     "trtpipe/numerics/inputs.py:_check_declared: input {} in data.path {} has shape {}, the model expects {}": DATA_FILE,
     "trtpipe/numerics/inputs.py:_check_declared: input {} in data.path {} declares shape {} ({}, {}) in its header, "
     "the model expects {}: a wrong or corrupt file (nothing was loaded)": DATA_FILE,

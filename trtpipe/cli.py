@@ -94,7 +94,11 @@ def _main() -> None:
         from trtpipe.runner.rundir import snapshot_from_argv, start_directory
         from trtpipe.single_run import is_single_run
 
+        from trtpipe.sweep_launch import ray_overrides
+
         start = start_directory()  # a deleted working directory: one line, exit 2, before anything
+        argv = ray_overrides(argv, start, quiet_stdout=switches["json"] or switches["quiet"])  # hydra/launcher=ray
+        sys.argv[1:] = argv
         if not is_single_run(argv):  # a single run registers them when it composes (single_run.py)
             register_configs()
         config_dir = conf_dir()
@@ -176,15 +180,19 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     from trtpipe.runner.console import configure_console, json_summary
     from trtpipe.runner.rundir import explicit_snapshot, run_dir_error, snapshot_for
     from trtpipe.runner.sweep_jobs import SweepJob
+    from trtpipe.sweep_launch import job_environment, launch_environment, ray_job_signals, uses_ray
 
     exit_codes: list[int] = []
+    on_ray = uses_ray(sys.argv[1:])
+    launch_env = launch_environment(sys.argv[1:])  # taken here, set in the job's process (a Ray worker)
     if switches["quiet"]:
         from trtpipe.runner.sweep_summary import SweepSummary
 
         SweepSummary.quiet = True
 
     def task(cfg) -> int:
-        with worker_job_signals() as signalled_before:  # a joblib worker: Ctrl-C between jobs is the sweep's
+        # a joblib worker: Ctrl-C between jobs is the sweep's; a Ray worker: the launching process's values
+        with job_environment(launch_env), worker_job_signals() as signalled_before:
             return job_task(cfg, signalled_before)
 
     def job_task(cfg, signalled_before: bool) -> int:
@@ -200,8 +208,9 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         if job is not None and job.sweep_was_interrupted():  # no job starts work after Ctrl-C
             before.remove_new()
             return EXIT_OK
-        code, result, reason = run_from_config(cfg, run_dir=run_dir, start_dir=start_dir,
-                                               overrides=list(hydra_cfg.overrides.task), before=before)
+        with ray_job_signals(job.sweep_dir if job else start_dir, enabled=on_ray and job is not None):
+            code, result, reason = run_from_config(cfg, run_dir=run_dir, start_dir=start_dir,
+                                                   overrides=list(hydra_cfg.overrides.task), before=before)
         if job is not None:  # every job, a user error's too, has its line in the summary
             job.ended(code, reason, manifest=result is not None or code > 128)
         exit_codes.append(code)  # a sweep goes on after a failed job; its exit code is the worst
@@ -220,7 +229,7 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
         # A config whose hydra.mode is a sweep (a recipe's `hydra.mode: MULTIRUN`) goes to hydra.main.
         if not (is_single_run(sys.argv[1:]) and run_single(config_dir, task, sys.argv[1:])):
             _run_sweep(lambda: hydra.main(config_path=str(config_dir), config_name="config",
-                                          version_base=VERSION_BASE)(task)())
+                                          version_base=VERSION_BASE)(task)(), on_ray)
     except (HydraException, OmegaConfBaseException) as error:
         if exit_codes:  # raised after a job ran: not a config error of the user's
             raise
@@ -242,7 +251,7 @@ def _run_hydra(config_dir: Path, switches: dict) -> int:
     return max([*exit_codes, SweepSummary.last_exit_code], default=EXIT_OK)
 
 
-def _run_sweep(run) -> None:
+def _run_sweep(run, on_ray: bool = False) -> None:
     """hydra.main, and the sweep's summary even when the launcher stops it.
 
     Decision: a joblib worker killed (kill -9, the OOM killer) makes loky raise in this
@@ -253,6 +262,8 @@ def _run_sweep(run) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     from trtpipe.runner.sweep_summary import SweepSummary, finish, launcher_stop
+    from trtpipe.runner.sweep_jobs import mark_stopped
+    from trtpipe.sweep_launch import settle
 
     launcher_workers_start_with_sigint_blocked()
     try:
@@ -261,12 +272,18 @@ def _run_sweep(run) -> None:
             print(f"trtpipe: interrupted; every job's status: {SweepSummary.last_summary}", file=sys.stderr)
     except (KeyboardInterrupt, SystemExit, OSError, ValueError, HydraException, OmegaConfBaseException):
         # Then reported as before: interrupted (a job's SystemExit(130) in this process: the basic
-        # launcher), or the run directory's or config's error.
+        # launcher), or the run directory's or config's error. Ray's jobs end first (sweep_launch.py).
+        if on_ray:
+            try:
+                settle(SweepSummary.sweep_dir)
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting, write the summary now
+                pass
         finish()
         raise
     except Exception as error:
         if SweepSummary.sweep_dir is None:  # no sweep under way
             raise
+        mark_stopped(SweepSummary.sweep_dir)  # no job starts after this (a Ray worker freed by the death)
         summary = finish(error)
         code, why = launcher_stop(error)
         print(f"trtpipe: the sweep stopped: {why}; every job's status: {summary or 'no summary written'}",

@@ -6,6 +6,7 @@ process with the same interpreter, and records per tier the wall time, the tests
 skipped and deselected, and the machine's load before and after (the figure is only as good as
 the machine was quiet: the README quotes it with the core count it was measured on).
 `--record` writes bench/suite/results.json; keys `<tier>.wall_s`, `<tier>.passed`, ...
+`--tier ray` times the Ray sweep tests alone (`pytest -m ray`, in an environment with the ray extra).
 Why a benchmark and not a note: the README's "how long" is a figure like any other, and a
 figure is rerun, not remembered.
 """
@@ -21,7 +22,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-TIERS = {"all": [], "fast": ["-m", "not slow"]}
+# `ray`: the Ray sweep tests alone (tests/sweep_ray/, marked `ray`), as CI runs them within `all`.
+TIERS = {"all": [], "fast": ["-m", "not slow"], "ray": ["-m", "ray"]}
 COUNTS = re.compile(r"(\d+) (passed|failed|skipped|deselected|errors?|xfailed|xpassed)")
 
 
@@ -57,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{facts['load_after']})", flush=True)
     if args.record:
         from bench.common.results import write_results
+        # Only the tiers run now are replaced: `--tier ray` keeps the other tiers' figures.
         write_results("suite", figures, command="python -m bench.suite --record",
+                      owns=lambda key: key == "cpus" or key.split(".")[0] in args.tier,
                       notes="wall time of `pytest` (README) and `pytest -m 'not slow'` (CONTRIBUTING.md), one "
                             "after the other on this machine; load averages are 1-minute, before and after")
     return 0

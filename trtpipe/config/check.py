@@ -194,7 +194,28 @@ def _config_error(error: BaseException) -> UserError:
     first_line = " ".join(str(error).split()) or type(error).__name__
     if "Could not find 'recipe/" in str(error):
         return _unknown_recipe(str(error))
+    launcher = _missing_launcher(str(error))
+    if launcher is not None:
+        return launcher
     return UserError(f"config: {first_line}", "check the override's spelling; `trtpipe --cfg job` prints the config")
+
+
+# hydra/launcher=NAME -> the trtpipe extra that installs that Hydra plugin (pyproject.toml).
+LAUNCHER_EXTRAS = {"joblib": "joblib", "submitit_local": "submitit", "submitit_slurm": "submitit", "ray": "ray",
+                   "ray_aws": "ray"}
+
+
+def _missing_launcher(message: str) -> UserError | None:
+    """`hydra/launcher=ray` without its plugin: Hydra's "Could not find" names the group, not the
+    install; the spelling is right, the plugin is missing."""
+    import re
+
+    found = re.search(r"Could not find 'hydra/launcher/([^']*)'", message)
+    if not found or found.group(1) not in LAUNCHER_EXTRAS:
+        return None
+    name = found.group(1)
+    return UserError(f"hydra/launcher={name}: Hydra's {name} launcher plugin is not installed",
+                     f"pip install 'trtpipe[{LAUNCHER_EXTRAS[name]}]'")
 
 
 def _unknown_recipe(message: str) -> UserError:

@@ -14,7 +14,8 @@ Decisions:
   a job of that list with neither a record nor a run directory never started.
 - Ctrl-C (or SIGTERM) in the launching process writes `.trtpipe-jobs/interrupted`; a job
   that starts after it (a launcher may already have handed it to a worker) records
-  `not run` and runs nothing.
+  `not run` and runs nothing. So does one that starts after `.trtpipe-jobs/stopped`, written
+  when the launcher stopped the sweep (a worker died).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ log = logging.getLogger("trtpipe")
 
 RECORDS = ".trtpipe-jobs"
 INTERRUPTED = "interrupted"
+STOPPED = "stopped"
 
 # Exit codes to status words (the job's own end); see errors.py and runner/interrupt.py.
 STATUS_OF_CODE = {0: "ok", 1: "failed", 2: "user_error", 130: "interrupted", 143: "interrupted"}
@@ -86,6 +88,16 @@ def mark_interrupted(sweep_dir: Path, signum: int) -> None:
         log.debug("the sweep's interrupt mark could not be written: %s", error)
 
 
+def mark_stopped(sweep_dir: Path) -> None:
+    """The launcher stopped the sweep (a worker died): a job a launcher starts afterwards runs
+    nothing (Ray may start a queued job on the freed worker while the summary is written)."""
+    try:
+        (Path(sweep_dir) / RECORDS).mkdir(parents=True, exist_ok=True)
+        (Path(sweep_dir) / RECORDS / STOPPED).write_text("launcher\n")
+    except OSError as error:
+        log.debug("the sweep's stop mark could not be written: %s", error)
+
+
 def interrupted_by(sweep_dir: Path) -> int | None:
     """The signal that interrupted the sweep, None if it was not."""
     try:
@@ -113,13 +125,15 @@ class SweepJob:
         if not job.sweep_was_interrupted():
             job.record = job_started(sweep_dir, number, list(hydra_cfg.overrides.task), run_dir)
         else:
+            why = "interrupted" if interrupted_by(sweep_dir) is not None else "stopped by its launcher"
             job.record = {"overrides": list(hydra_cfg.overrides.task), "run_dir": str(run_dir)}
-            job_ended(sweep_dir, job.record, number, None, "not started: the sweep was interrupted",
+            job_ended(sweep_dir, job.record, number, None, f"not started: the sweep was {why}",
                       status="not run")
         return job
 
     def sweep_was_interrupted(self) -> bool:
-        return interrupted_by(self.sweep_dir) is not None
+        """Interrupted (a signal), or stopped by its launcher (`mark_stopped`): no job starts work."""
+        return interrupted_by(self.sweep_dir) is not None or (self.sweep_dir / RECORDS / STOPPED).exists()
 
     def ended(self, code: int, reason: str | None, manifest: bool) -> None:
         job_ended(self.sweep_dir, self.record, self.number, code, reason, manifest=manifest)

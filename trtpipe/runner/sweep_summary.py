@@ -166,6 +166,12 @@ def launcher_stop(launcher_error: BaseException | None) -> tuple[int, str]:
         hint = " (kill -9 or the out-of-memory killer)" if name == "SIGKILL" else ""
         return 128 + number, (f"a worker of the sweep was killed by {name}{hint}, and the launcher "
                               "stopped the jobs still running")
+    if type(launcher_error).__name__ == "WorkerCrashedError":  # Ray's, with max_retries=0 (sweep_launch.py)
+        # Ray does not say which signal ended its worker; its own message names the OOM killer and
+        # kill -9 first. 137 as for joblib's SIGKILL: the job's process was killed, not the job's fault.
+        return 128 + signal.SIGKILL, ("a Ray worker of the sweep died while it ran a job (Ray does not say by "
+                                      "which signal: kill -9, the out-of-memory killer or a crash), and the "
+                                      "sweep stopped")
     if launcher_error is None:
         return 1, "no result reached the launcher"
     first = one_line(text.splitlines()[0] if text else "")
