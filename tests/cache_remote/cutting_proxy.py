@@ -1,6 +1,7 @@
 """A TCP relay on 127.0.0.1 in front of the test S3 server that can cut a file's download
-midway: the server "goes away" while it sends an object's bytes, as a host that dies or a link
-that drops does. Only loopback; it stops with the test (`close`)."""
+midway (the server "goes away" while it sends an object's bytes, as a host that dies or a link
+that drops does), or an upload's last request, the record's PUT (the server goes away after the
+entry's files went up). Only loopback; it stops with the test (`close`)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import threading
 
 
 class CuttingProxy:
-    def __init__(self, upstream: str, cut_files_after: int) -> None:
+    def __init__(self, upstream: str, cut_files_after: int | None = None, cut_record_puts: bool = False) -> None:
         """`upstream`: the server's http://host:port. A request for an object under `/files/` gets
-        `cut_files_after` bytes of its response, then both connections are closed."""
+        `cut_files_after` bytes of its response, then both connections are closed; with
+        `cut_record_puts`, a PUT under `/entries/` is cut before the server sees it."""
         host, port = upstream.removeprefix("http://").split(":")
         self._upstream = (host, int(port))
         self.cut_files_after = cut_files_after
+        self.cut_record_puts = cut_record_puts
         self.cuts = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
@@ -40,7 +43,12 @@ class CuttingProxy:
 
     def _requests(self, client: socket.socket, server: socket.socket, state: dict) -> None:
         while data := _recv(client):
-            if data.startswith(b"GET ") and b"/files/" in data.split(b"\r\n", 1)[0]:
+            request_line = data.split(b"\r\n", 1)[0]
+            if self.cut_record_puts and data.startswith(b"PUT ") and b"/entries/" in request_line:
+                self.cuts += 1
+                _close(client)
+                break
+            if self.cut_files_after is not None and data.startswith(b"GET ") and b"/files/" in request_line:
                 state["budget"] = self.cut_files_after  # set before the server can answer
             server.sendall(data)
         _close(server)

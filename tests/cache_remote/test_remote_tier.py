@@ -281,3 +281,32 @@ def test_a_refused_record_is_replaced_by_the_rebuild_of_a_writer(tmp_path, remot
     third = cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never", calls))
     assert (third.origin, calls, third.entry.output_path("model").read_text()) == ("remote", [], "engine of host B")
     assert len(remote_warnings(caplog)) == 1  # B's refusal; C says nothing
+
+
+def test_a_server_gone_between_the_files_and_the_record_leaves_no_record(tmp_path, remote_url, aws_env,
+                                                                         monkeypatch, caplog):
+    """The upload's files went up, then the server goes away as the record is sent (its PUT cut):
+    one line, no record (a reader misses), the entry stays local; the next writer's upload sends
+    the record, and a third host hits the whole entry."""
+    from tests.cache_remote.cutting_proxy import CuttingProxy
+
+    proxy = CuttingProxy(aws_env.endpoint, cut_record_puts=True)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    try:
+        built = cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
+    finally:
+        proxy.close()
+    assert proxy.cuts >= 1
+    assert (built.status, built.upload, built.entry.output_path("model").read_text()) == ("ran", "failed",
+                                                                                        "model bytes")
+    [line] = remote_warnings(caplog)
+    assert "is not usable (" in line and "uploading sanitize" in line
+    stored = aws_env.objects(prefix_of(remote_url))
+    assert blob_key(remote_url, built.entry.output_digest("model")) in stored  # the files went up
+    assert not [k for k in stored if "/entries/" in k]  # the record did not
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws_env.endpoint)
+    calls: list = []
+    again = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes", calls))
+    assert (again.status, again.upload, calls) == ("ran", "uploaded", ["model bytes"])
+    third = cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never"))
+    assert third.origin == "remote" and third.entry.output_path("model").read_text() == "model bytes"
