@@ -10,13 +10,14 @@ import threading
 
 
 class CuttingProxy:
-    def __init__(self, upstream: str, cut_files_after: int | None = None, cut_record_puts: bool = False) -> None:
-        """`upstream`: the server's http://host:port. A request for an object under `/files/` gets
-        `cut_files_after` bytes of its response, then both connections are closed; with
-        `cut_record_puts`, a PUT under `/entries/` is cut before the server sees it."""
+    def __init__(self, upstream: str, cut_gets_after: int | None = None, cut_under: bytes = b"/files/",
+                 cut_record_puts: bool = False) -> None:
+        """`upstream`: the server's http://host:port. A GET of an object under `cut_under` gets its
+        response's headers and `cut_gets_after` bytes of its body, then both connections are closed;
+        with `cut_record_puts`, a PUT under `/entries/` is cut before the server sees it."""
         host, port = upstream.removeprefix("http://").split(":")
         self._upstream = (host, int(port))
-        self.cut_files_after = cut_files_after
+        self.cut_gets_after, self.cut_under = cut_gets_after, cut_under
         self.cut_record_puts = cut_record_puts
         self.cuts = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -37,7 +38,7 @@ class CuttingProxy:
                 return
             server = socket.create_connection(self._upstream, timeout=30)
             self._sockets += [client, server]
-            state = {"budget": None}
+            state = {"budget": None, "body": False}
             threading.Thread(target=self._requests, args=(client, server, state), daemon=True).start()
             threading.Thread(target=self._responses, args=(server, client, state), daemon=True).start()
 
@@ -48,14 +49,21 @@ class CuttingProxy:
                 self.cuts += 1
                 _close(client)
                 break
-            if self.cut_files_after is not None and data.startswith(b"GET ") and b"/files/" in request_line:
-                state["budget"] = self.cut_files_after  # set before the server can answer
+            if self.cut_gets_after is not None and data.startswith(b"GET ") and self.cut_under in request_line:
+                state.update(budget=self.cut_gets_after, body=False)  # set before the server can answer
             server.sendall(data)
         _close(server)
 
     def _responses(self, server: socket.socket, client: socket.socket, state: dict) -> None:
         while data := _recv(server):
             budget = state["budget"]
+            if budget is not None and not state["body"]:  # the headers pass whole (one read on loopback)
+                end = data.find(b"\r\n\r\n")
+                if end < 0:
+                    client.sendall(data)
+                    continue
+                client.sendall(data[:end + 4])
+                data, state["body"] = data[end + 4:], True
             if budget is not None and len(data) >= budget:
                 client.sendall(data[:budget])
                 self.cuts += 1

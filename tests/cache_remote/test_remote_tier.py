@@ -224,7 +224,7 @@ def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, r
 
     big = "x" * 300_000
     cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes(big))
-    proxy = CuttingProxy(aws_env.endpoint, cut_files_after=64_000)
+    proxy = CuttingProxy(aws_env.endpoint, cut_gets_after=64_000)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
     try:
         calls: list = []
@@ -237,6 +237,29 @@ def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, r
     [line] = remote_warnings(caplog)
     assert "is not usable (" in line and "looking up sanitize" in line
     assert not list((tmp_path / "b" / "tmp").iterdir())
+
+
+def test_a_record_cut_short_is_one_line_and_never_replaced(tmp_path, remote_url, aws_env, monkeypatch, caplog):
+    """The link drops while the record comes (after 100 bytes of it): the remote is not usable
+    (one line), the stage runs, and the good record stays; it was read with one `read`, which
+    returned the bytes received: refused as "not JSON", and replaced by the writer's rebuild."""
+    from tests.cache_remote.cutting_proxy import CuttingProxy
+
+    cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
+    record_key = f"{prefix_of(remote_url)}entries/sanitize/{KEY}.json"
+    record = aws_env.objects(prefix_of(remote_url))[record_key]
+    proxy = CuttingProxy(aws_env.endpoint, cut_gets_after=100, cut_under=b"/entries/")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    try:
+        result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("other bytes"))
+    finally:
+        proxy.close()
+    assert proxy.cuts >= 1
+    assert (result.status, result.upload, result.entry.output_path("model").read_text()) == ("ran", None,
+                                                                                         "other bytes")
+    [line] = remote_warnings(caplog)
+    assert "is not usable (" in line and "looking up sanitize" in line
+    assert aws_env.objects(prefix_of(remote_url))[record_key] == record
 
 
 def test_files_without_their_record_are_a_miss_until_the_record_is_written(tmp_path, remote_url, aws_env, caplog):
