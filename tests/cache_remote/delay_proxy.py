@@ -18,40 +18,21 @@ import socket
 import threading
 import time
 
-from tests.cache_remote.cutting_proxy import _close, _recv
+from tests.cache_remote.relay import LoopbackRelay, close_socket, receive
 
 
-class DelayProxy:
+class DelayProxy(LoopbackRelay):
     def __init__(self, upstream: str, latency: float = 0.0, rate: float | None = None, piece: int = 1024) -> None:
         """`upstream`: the server's http://host:port; `rate`: bytes per second each way, None for no limit."""
-        host, port = upstream.removeprefix("http://").split(":")
-        self._upstream = (host, int(port))
         self.latency, self.rate, self.piece = latency, rate, piece
         self.forwarded = 0  # bytes relayed, both ways
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream)
 
-    def close(self) -> None:
-        self._listener.close()
-        for sock in self._sockets:
-            _close(sock)
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            server = socket.create_connection(self._upstream, timeout=30)
-            server.settimeout(None)
-            self._sockets += [client, server]
-            for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
-
+    def _connect(self, client: socket.socket, server: socket.socket) -> None:
+        for source, target in ((client, server), (server, client)):
+            threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
     def _pump(self, source: socket.socket, target: socket.socket) -> None:
-        while data := _recv(source):
+        while data := receive(source):
             time.sleep(self.latency)
             for start in range(0, len(data), self.piece):
                 piece = data[start:start + self.piece]
@@ -59,7 +40,7 @@ class DelayProxy:
                 try:
                     target.sendall(piece)
                 except OSError:
-                    _close(source)
+                    close_socket(source)
                     return
                 self.forwarded += len(piece)
-        _close(target)
+        close_socket(target)

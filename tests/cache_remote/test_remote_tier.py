@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cache_remote.cutting_proxy import CuttingProxy
 from tests.cache_remote.s3_server import BUCKET, another_server
 from trtpipe.cache.cache import ArtifactCache, cache_key
 from trtpipe.cache.remote.tier import RemoteTier
@@ -217,20 +218,14 @@ def test_a_missing_boto3_is_one_line_with_the_pip_command(monkeypatch):
     assert "boto3" in str(error.value) and "pip install 'trtpipe[remote]'" in error.value.fix
 
 
-def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, remote_url, aws_env, monkeypatch,
+def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, remote_url, aws_env, through,
                                                                       caplog):
     """The server goes away while it sends a file (the connection drops after 64 kB of it)."""
-    from tests.cache_remote.cutting_proxy import CuttingProxy
-
     big = "x" * 300_000
     cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes(big))
-    proxy = CuttingProxy(aws_env.endpoint, cut_gets_after=64_000)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-    try:
-        calls: list = []
-        result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes(big, calls))
-    finally:
-        proxy.close()
+    proxy = through(CuttingProxy, cut_gets_after=64_000)
+    calls: list = []
+    result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes(big, calls))
     assert proxy.cuts >= 1
     assert (result.status, result.origin, len(calls)) == ("ran", "local", 1)
     assert result.entry.output_path("model").read_text() == big
@@ -239,21 +234,15 @@ def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, r
     assert not list((tmp_path / "b" / "tmp").iterdir())
 
 
-def test_a_record_cut_short_is_one_line_and_never_replaced(tmp_path, remote_url, aws_env, monkeypatch, caplog):
+def test_a_record_cut_short_is_one_line_and_never_replaced(tmp_path, remote_url, aws_env, through, caplog):
     """The link drops while the record comes (after 100 bytes of it): the remote is not usable
     (one line), the stage runs, and the good record stays; it was read with one `read`, which
     returned the bytes received: refused as "not JSON", and replaced by the writer's rebuild."""
-    from tests.cache_remote.cutting_proxy import CuttingProxy
-
     cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
     record_key = f"{prefix_of(remote_url)}entries/sanitize/{KEY}.json"
     record = aws_env.objects(prefix_of(remote_url))[record_key]
-    proxy = CuttingProxy(aws_env.endpoint, cut_gets_after=100, cut_under=b"/entries/")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-    try:
-        result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("other bytes"))
-    finally:
-        proxy.close()
+    proxy = through(CuttingProxy, cut_gets_after=100, cut_under=b"/entries/")
+    result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("other bytes"))
     assert proxy.cuts >= 1
     assert (result.status, result.upload, result.entry.output_path("model").read_text()) == ("ran", None,
                                                                                          "other bytes")
@@ -306,19 +295,13 @@ def test_a_refused_record_is_replaced_by_the_rebuild_of_a_writer(tmp_path, remot
     assert len(remote_warnings(caplog)) == 1  # B's refusal; C says nothing
 
 
-def test_a_server_gone_between_the_files_and_the_record_leaves_no_record(tmp_path, remote_url, aws_env,
+def test_a_server_gone_between_the_files_and_the_record_leaves_no_record(tmp_path, remote_url, aws_env, through,
                                                                          monkeypatch, caplog):
     """The upload's files went up, then the server goes away as the record is sent (its PUT cut):
     one line, no record (a reader misses), the entry stays local; the next writer's upload sends
     the record, and a third host hits the whole entry."""
-    from tests.cache_remote.cutting_proxy import CuttingProxy
-
-    proxy = CuttingProxy(aws_env.endpoint, cut_record_puts=True)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-    try:
-        built = cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
-    finally:
-        proxy.close()
+    proxy = through(CuttingProxy, cut_record_puts=True)
+    built = cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
     assert proxy.cuts >= 1
     assert (built.status, built.upload, built.entry.output_path("model").read_text()) == ("ran", "failed",
                                                                                         "model bytes")

@@ -20,18 +20,9 @@ BIG = "x" * 300_000  # several reads and many pieces of the proxy
 
 
 @pytest.fixture
-def slow_link(aws_env, monkeypatch):
+def slow_link(through):
     """slow_link(latency=, rate=, piece=): a DelayProxy in front of the server, this process's endpoint."""
-    made: list[DelayProxy] = []
-
-    def make(**link) -> DelayProxy:
-        made.append(DelayProxy(aws_env.endpoint, **link))
-        monkeypatch.setenv("AWS_ENDPOINT_URL", made[-1].endpoint)
-        return made[-1]
-
-    yield make
-    for proxy in made:
-        proxy.close()
+    return lambda **link: through(DelayProxy, **link)
 
 
 @pytest.fixture
