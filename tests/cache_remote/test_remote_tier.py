@@ -316,3 +316,18 @@ def test_a_server_gone_between_the_files_and_the_record_leaves_no_record(tmp_pat
     assert (again.status, again.upload, calls) == ("ran", "uploaded", ["model bytes"])
     third = cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never"))
     assert third.origin == "remote" and third.entry.output_path("model").read_text() == "model bytes"
+
+
+def test_a_file_over_the_part_size_goes_up_in_parts_and_comes_back_whole(tmp_path, remote_url, aws_env,
+                                                                         monkeypatch):
+    """Above `_PART_BYTES` (64 MiB) a file is a multipart upload; 5 MiB parts here (S3's smallest)."""
+    from trtpipe.cache.remote import s3_store
+
+    monkeypatch.setattr(s3_store, "_PART_BYTES", 5 << 20)
+    big = "".join(f"{i:08d}" for i in range(1_500_000))  # 12 MB, 3 parts, every part different
+    first = cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes(big))
+    assert first.upload == "uploaded"
+    stored = aws_env.client().head_object(Bucket=BUCKET, Key=blob_key(remote_url, first.entry.output_digest("model")))
+    assert stored["ETag"].strip('"').endswith("-3")  # S3's mark of an object made of 3 parts
+    second = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("never"))
+    assert second.origin == "remote" and second.entry.output_path("model").read_text() == big

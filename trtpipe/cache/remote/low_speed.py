@@ -9,8 +9,10 @@ this slow is a miss, the stage runs here.
 
 Decisions:
 - Progress is counted by whoever moves the bytes (`progress`, which raises `TooSlow` once the
-  floor is broken); a watcher thread checks too, since a read blocked inside the client reports
-  nothing until it returns: it calls `stop` (which ends that read) and the reader then raises.
+  floor is broken). A watcher thread checks every quarter window too: a read blocked inside the
+  client reports nothing until it returns, so the watcher calls `stop` (which ends that read) and
+  the reader then raises; and it closes windows on time, so a burst (an upload's first megabytes
+  go into the socket's buffers at once) is not averaged with the trickle after it.
 - Windows are measured from the last check that passed, so a transfer shorter than one window
   is never given up, and a burst followed by a stall is (the window after the burst is empty).
 """
@@ -28,7 +30,8 @@ class TooSlow(Exception):
 
 class LowSpeedGuard:
     def __init__(self, limit: float, window: float, stop: Callable[[], None] | None = None) -> None:
-        """`stop`: ends a read that is blocked in the client (called once, from the watcher)."""
+        """`stop`: ends a read that is blocked in the client (called once, from the watcher); None
+        where the next `progress` comes soon enough (an upload: see GuardedPart)."""
         self._limit, self._window, self._stop = limit, window, stop
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -37,8 +40,7 @@ class LowSpeedGuard:
         self.reason: str | None = None
 
     def __enter__(self) -> "LowSpeedGuard":
-        if self._stop is not None:
-            threading.Thread(target=self._watch, daemon=True, name="trtpipe-low-speed").start()
+        threading.Thread(target=self._watch, daemon=True, name="trtpipe-low-speed").start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -67,9 +69,52 @@ class LowSpeedGuard:
     def _watch(self) -> None:
         while not self._done.wait(self._window / 4):
             if self._check():
-                self._stop()
+                if self._stop is not None:
+                    self._stop()
                 return
 
 
 def _rate(per_second: float) -> str:
     return f"{per_second / 1000:.1f} kB/s"
+
+
+class GuardedPart:
+    """`length` bytes of a file from `offset`, as an upload's body: each read counts as progress
+    of `guard`, and raises TooSlow once the link is below the floor.
+
+    Why a body and not boto3's progress callback: the client reads a body block by block as the
+    socket takes them (urllib3: 16 KiB; each block's send is bounded by the connect timeout), so
+    the guard hears of a trickle at once; s3transfer's callback comes every 256 KiB, and after a
+    retry only once the re-sent bytes pass the point reached before, so a trickling upload went on
+    for many minutes after the floor was broken (tests/cache_remote/test_slow_link.py)."""
+
+    def __init__(self, path, offset: int, length: int, guard: LowSpeedGuard) -> None:
+        self._handle = open(path, "rb")
+        self._offset, self._length, self._guard = offset, length, guard
+        self._handle.seek(offset)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def read(self, size: int = -1) -> bytes:
+        left = self._length - self.tell()
+        data = self._handle.read(left if size is None or size < 0 else min(size, left))
+        self._guard.progress(len(data))
+        return data
+
+    def tell(self) -> int:
+        return self._handle.tell() - self._offset
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.tell(), 2: self._length}[whence]
+        self._handle.seek(self._offset + min(max(base + position, 0), self._length))
+        return self.tell()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> "GuardedPart":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

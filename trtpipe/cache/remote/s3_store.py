@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trtpipe.cache.remote.low_speed import LowSpeedGuard, TooSlow
+from trtpipe.cache.remote.low_speed import GuardedPart, LowSpeedGuard, TooSlow
 from trtpipe.errors import UserError
 
 _ABSENT = {"NoSuchKey", "404", "NotFound"}
@@ -35,8 +35,8 @@ READ_TIMEOUT = 60  # seconds without a byte of the answer
 ATTEMPTS = 2  # per request, retries included
 LOW_SPEED_LIMIT = 10_000  # bytes per second, averaged over LOW_SPEED_TIME seconds
 LOW_SPEED_TIME = 60
-# Above this an upload is multipart (several parts in parallel; put_object stops at 5 GB).
-_MULTIPART_BYTES = 64 << 20
+# Above this an upload is multipart, in parts of this size, 4 at a time (a PUT stops at 5 GB).
+_PART_BYTES = 64 << 20
 
 
 class RemoteUnavailable(Exception):
@@ -74,14 +74,12 @@ class S3Store:
         try:
             import boto3
             import botocore
-            from boto3.s3.transfer import TransferConfig
             from botocore.config import Config
         except ImportError as error:  # installed (check_boto3) but broken
             raise RemoteUnavailable(f"boto3 cannot be imported: {error}") from None
         self._errors = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
                         boto3.exceptions.Boto3Error)
         self._client_error = botocore.exceptions.ClientError
-        self._transfer = TransferConfig(multipart_threshold=_MULTIPART_BYTES, max_concurrency=4)
         config = Config(connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
                         retries={"max_attempts": ATTEMPTS, "mode": "standard"})
         try:
@@ -134,11 +132,44 @@ class S3Store:
             return self._absent_or_raise(error)
 
     def upload(self, key: str, path: Path) -> None:
-        with LowSpeedGuard(LOW_SPEED_LIMIT, LOW_SPEED_TIME) as guard:  # no watcher: a block's send is bounded
+        """A file in one PUT, or in parts of `_PART_BYTES` above them (4 at a time)."""
+        size = path.stat().st_size
+        # Nothing to stop: a body is read block by block as the socket takes them, each block's send
+        # bounded by the connect timeout, so the next read raises (GuardedPart).
+        with LowSpeedGuard(LOW_SPEED_LIMIT, LOW_SPEED_TIME) as guard:
             try:
-                self._client.upload_file(str(path), self.bucket, key, Config=self._transfer, Callback=guard.progress)
+                if size <= _PART_BYTES:
+                    with GuardedPart(path, 0, size, guard) as body:
+                        self._client.put_object(Bucket=self.bucket, Key=key, Body=body)
+                else:
+                    self._upload_parts(key, path, size, guard)
             except (TooSlow, *self._errors) as error:
                 raise RemoteUnavailable(guard.reason or _reason(error)) from None
+
+    def _upload_parts(self, key: str, path: Path, size: int, guard: LowSpeedGuard) -> None:
+        """A multipart upload (S3's only way past 5 GB in one object); aborted when a part fails."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+
+        def part(number: int) -> dict:
+            offset = (number - 1) * _PART_BYTES
+            with GuardedPart(path, offset, min(_PART_BYTES, size - offset), guard) as body:
+                answer = self._client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload,
+                                                  PartNumber=number, Body=body)
+            return {"PartNumber": number, "ETag": answer["ETag"]}
+
+        try:
+            with ThreadPoolExecutor(4, thread_name_prefix="trtpipe-upload") as pool:
+                parts = list(pool.map(part, range(1, -(-size // _PART_BYTES) + 1)))
+            self._client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload,
+                                                   MultipartUpload={"Parts": parts})
+        except BaseException:
+            try:  # parts left behind cost storage until a lifecycle rule removes them
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
+            except self._errors:
+                pass
+            raise
 
     def put(self, key: str, data: bytes) -> None:
         """Unconditional: only to replace a record this run refused (upload.py)."""
