@@ -83,8 +83,8 @@ class GuardedPart:
     of `guard`, and raises TooSlow once the link is below the floor.
 
     Why a body and not boto3's progress callback: the client reads a body block by block as the
-    socket takes them (urllib3: 16 KiB; each block's send is bounded by the connect timeout), so
-    the guard hears of a trickle at once; s3transfer's callback comes every 256 KiB, and after a
+    socket takes them (128 KiB with boto3 1.44, after reading it whole once for its checksums;
+    each block's send is bounded by the connect timeout), so the guard hears of a trickle soon; s3transfer's callback comes every 256 KiB, and after a
     retry only once the re-sent bytes pass the point reached before, so a trickling upload went on
     for many minutes after the floor was broken (tests/cache_remote/test_slow_link.py)."""
 
