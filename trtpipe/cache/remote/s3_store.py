@@ -14,6 +14,8 @@ Decisions:
 - Three answers, nothing else: the object (or True), "absent" (None / False: a miss, or a record
   another writer published first), or `RemoteUnavailable` with the reason in one line (no
   connection, a refused credential, a missing bucket, a cut stream). The caller decides.
+- Uploads are trtpipe's own (one PUT, or parts of `_PART_BYTES`), not s3transfer's `upload_file`:
+  the body must report every block it gives the socket for the low-speed floor (GuardedPart).
 - The record is written with `If-None-Match: *` (S3 conditional writes; AWS since 2024, MinIO,
   moto): the first complete record of a key stays, a later writer gets 412 and keeps its entry
   local. On a store that ignores the header the later record replaces the earlier whole (a PUT is
