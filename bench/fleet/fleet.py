@@ -2,6 +2,8 @@
 
     python -m bench.fleet [--builders 2,3] [--record]
 
+Needs the `test` extra (moto's server, boto3), as tests/cache_remote/ does.
+
 For each N, N builders (builder.py: processes, each with its own HOME and empty local cache) run
 the same 8-job sweep of the README's main command at once, first without a remote (each builds
 alone), then with `cache.remote` on one moto S3 server on 127.0.0.1 (server.py), an empty prefix per

@@ -3,8 +3,9 @@ seconds (git's `http.lowSpeedLimit` / `http.lowSpeedTime`, curl's `--speed-limit
 
 Why: boto3's timeouts bound the wait for a connection and for the next byte, never a whole
 transfer. A link that delivers a byte every few seconds never trips a read timeout, so a download
-went on for days (found with the trickling proxy of tests/cache_remote/delay_proxy.py), holding the
-stage's local lock, so the sweep's other jobs waited behind it. The remote is a shortcut: a link
+lasted as long as the trickle took (days for a large engine; found with the trickling proxy of
+tests/cache_remote/delay_proxy.py), holding the stage's local lock, so the sweep's other jobs
+waited behind it. The remote is a shortcut: a link
 this slow is a miss, the stage runs here.
 
 Decisions:
