@@ -8,7 +8,7 @@ Decisions:
   minutes, since the run goes on without it (tier.py). Reads may stream slowly (60 s between
   bytes before giving up). Those bound a wait for one byte, not a transfer: a transfer slower
   than `LOW_SPEED_LIMIT` over `LOW_SPEED_TIME` is given up too (low_speed.py), else a link that
-  trickles held a run (and every job waiting on its stage's lock) for days. The floor, 10 kB/s:
+  trickles could hold a run (and every job waiting on its stage's lock) for days. The floor, 10 kB/s:
   below it a 121 MB engine takes more than 3 hours, a download no rebuild is worth waiting for;
   a minute: a short pause of a healthy link (a retransmit, a busy server) is not a verdict.
 - Three answers, nothing else: the object (or True), "absent" (None / False: a miss, or a record
