@@ -29,3 +29,19 @@ def aws_env(s3, monkeypatch):
     for name, value in s3.env().items():
         monkeypatch.setenv(name, value)
     return s3
+
+
+@pytest.fixture
+def through(aws_env, monkeypatch):
+    """through(Relay, **options): a fault relay (cutting_proxy.py, delay_proxy.py) in front of the
+    server, made this process's endpoint; closed after the test."""
+    made: list = []
+
+    def make(relay, **options):
+        made.append(relay(aws_env.endpoint, **options))
+        monkeypatch.setenv("AWS_ENDPOINT_URL", made[-1].endpoint)
+        return made[-1]
+
+    yield make
+    for relay in made:
+        relay.close()

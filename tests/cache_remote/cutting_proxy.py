@@ -1,53 +1,54 @@
 """A TCP relay on 127.0.0.1 in front of the test S3 server that can cut a file's download
-midway: the server "goes away" while it sends an object's bytes, as a host that dies or a link
-that drops does. Only loopback; it stops with the test (`close`)."""
+midway (the server "goes away" while it sends an object's bytes, as a host that dies or a link
+that drops does), or an upload's last request, the record's PUT (the server goes away after the
+entry's files went up). Only loopback; it stops with the test (`close`)."""
 
 from __future__ import annotations
 
 import socket
 import threading
 
+from tests.cache_remote.relay import LoopbackRelay, close_socket, receive
 
-class CuttingProxy:
-    def __init__(self, upstream: str, cut_files_after: int) -> None:
-        """`upstream`: the server's http://host:port. A request for an object under `/files/` gets
-        `cut_files_after` bytes of its response, then both connections are closed."""
-        host, port = upstream.removeprefix("http://").split(":")
-        self._upstream = (host, int(port))
-        self.cut_files_after = cut_files_after
+
+class CuttingProxy(LoopbackRelay):
+    def __init__(self, upstream: str, cut_gets_after: int | None = None, cut_under: bytes = b"/files/",
+                 cut_record_puts: bool = False) -> None:
+        """`upstream`: the server's http://host:port. A GET of an object under `cut_under` gets its
+        response's headers and `cut_gets_after` bytes of its body, then both connections are closed;
+        with `cut_record_puts`, a PUT under `/entries/` is cut before the server sees it."""
+        self.cut_gets_after, self.cut_under = cut_gets_after, cut_under
+        self.cut_record_puts = cut_record_puts
         self.cuts = 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream)
 
-    def close(self) -> None:
-        self._listener.close()
-        for sock in self._sockets:
-            _close(sock)
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            server = socket.create_connection(self._upstream, timeout=30)
-            self._sockets += [client, server]
-            state = {"budget": None}
-            threading.Thread(target=self._requests, args=(client, server, state), daemon=True).start()
-            threading.Thread(target=self._responses, args=(server, client, state), daemon=True).start()
+    def _connect(self, client: socket.socket, server: socket.socket) -> None:
+        state = {"budget": None, "body": False}
+        threading.Thread(target=self._requests, args=(client, server, state), daemon=True).start()
+        threading.Thread(target=self._responses, args=(server, client, state), daemon=True).start()
 
     def _requests(self, client: socket.socket, server: socket.socket, state: dict) -> None:
-        while data := _recv(client):
-            if data.startswith(b"GET ") and b"/files/" in data.split(b"\r\n", 1)[0]:
-                state["budget"] = self.cut_files_after  # set before the server can answer
+        while data := receive(client):
+            request_line = data.split(b"\r\n", 1)[0]
+            if self.cut_record_puts and data.startswith(b"PUT ") and b"/entries/" in request_line:
+                self.cuts += 1
+                close_socket(client)
+                break
+            if self.cut_gets_after is not None and data.startswith(b"GET ") and self.cut_under in request_line:
+                state.update(budget=self.cut_gets_after, body=False)  # set before the server can answer
             server.sendall(data)
-        _close(server)
+        close_socket(server)
 
     def _responses(self, server: socket.socket, client: socket.socket, state: dict) -> None:
-        while data := _recv(server):
+        while data := receive(server):
             budget = state["budget"]
+            if budget is not None and not state["body"]:  # the headers pass whole (one read on loopback)
+                end = data.find(b"\r\n\r\n")
+                if end < 0:
+                    client.sendall(data)
+                    continue
+                client.sendall(data[:end + 4])
+                data, state["body"] = data[end + 4:], True
             if budget is not None and len(data) >= budget:
                 client.sendall(data[:budget])
                 self.cuts += 1
@@ -55,20 +56,6 @@ class CuttingProxy:
             if budget is not None:
                 state["budget"] = budget - len(data)
             client.sendall(data)
-        _close(client)
-        _close(server)
+        close_socket(client)
+        close_socket(server)
 
-
-def _recv(sock: socket.socket) -> bytes:
-    try:
-        return sock.recv(65536)
-    except OSError:
-        return b""
-
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cache_remote.cutting_proxy import CuttingProxy
 from tests.cache_remote.s3_server import BUCKET, another_server
 from trtpipe.cache.cache import ArtifactCache, cache_key
 from trtpipe.cache.remote.tier import RemoteTier
@@ -217,26 +218,37 @@ def test_a_missing_boto3_is_one_line_with_the_pip_command(monkeypatch):
     assert "boto3" in str(error.value) and "pip install 'trtpipe[remote]'" in error.value.fix
 
 
-def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, remote_url, aws_env, monkeypatch,
+def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, remote_url, aws_env, through,
                                                                       caplog):
     """The server goes away while it sends a file (the connection drops after 64 kB of it)."""
-    from tests.cache_remote.cutting_proxy import CuttingProxy
-
     big = "x" * 300_000
     cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes(big))
-    proxy = CuttingProxy(aws_env.endpoint, cut_files_after=64_000)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-    try:
-        calls: list = []
-        result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes(big, calls))
-    finally:
-        proxy.close()
+    proxy = through(CuttingProxy, cut_gets_after=64_000)
+    calls: list = []
+    result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes(big, calls))
     assert proxy.cuts >= 1
     assert (result.status, result.origin, len(calls)) == ("ran", "local", 1)
     assert result.entry.output_path("model").read_text() == big
     [line] = remote_warnings(caplog)
     assert "is not usable (" in line and "looking up sanitize" in line
     assert not list((tmp_path / "b" / "tmp").iterdir())
+
+
+def test_a_record_cut_short_is_one_line_and_never_replaced(tmp_path, remote_url, aws_env, through, caplog):
+    """The link drops while the record comes (after 100 bytes of it): the remote is not usable
+    (one line), the stage runs, and the good record stays; it was read with one `read`, which
+    returned the bytes received: refused as "not JSON", and replaced by the writer's rebuild."""
+    cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
+    record_key = f"{prefix_of(remote_url)}entries/sanitize/{KEY}.json"
+    record = aws_env.objects(prefix_of(remote_url))[record_key]
+    proxy = through(CuttingProxy, cut_gets_after=100, cut_under=b"/entries/")
+    result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("other bytes"))
+    assert proxy.cuts >= 1
+    assert (result.status, result.upload, result.entry.output_path("model").read_text()) == ("ran", None,
+                                                                                         "other bytes")
+    [line] = remote_warnings(caplog)
+    assert "is not usable (" in line and "looking up sanitize" in line
+    assert aws_env.objects(prefix_of(remote_url))[record_key] == record
 
 
 def test_files_without_their_record_are_a_miss_until_the_record_is_written(tmp_path, remote_url, aws_env, caplog):
@@ -281,3 +293,41 @@ def test_a_refused_record_is_replaced_by_the_rebuild_of_a_writer(tmp_path, remot
     third = cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never", calls))
     assert (third.origin, calls, third.entry.output_path("model").read_text()) == ("remote", [], "engine of host B")
     assert len(remote_warnings(caplog)) == 1  # B's refusal; C says nothing
+
+
+def test_a_server_gone_between_the_files_and_the_record_leaves_no_record(tmp_path, remote_url, aws_env, through,
+                                                                         monkeypatch, caplog):
+    """The upload's files went up, then the server goes away as the record is sent (its PUT cut):
+    one line, no record (a reader misses), the entry stays local; the next writer's upload sends
+    the record, and a third host hits the whole entry."""
+    proxy = through(CuttingProxy, cut_record_puts=True)
+    built = cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes"))
+    assert proxy.cuts >= 1
+    assert (built.status, built.upload, built.entry.output_path("model").read_text()) == ("ran", "failed",
+                                                                                        "model bytes")
+    [line] = remote_warnings(caplog)
+    assert "is not usable (" in line and "uploading sanitize" in line
+    stored = aws_env.objects(prefix_of(remote_url))
+    assert blob_key(remote_url, built.entry.output_digest("model")) in stored  # the files went up
+    assert not [k for k in stored if "/entries/" in k]  # the record did not
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws_env.endpoint)
+    calls: list = []
+    again = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("model bytes", calls))
+    assert (again.status, again.upload, calls) == ("ran", "uploaded", ["model bytes"])
+    third = cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never"))
+    assert third.origin == "remote" and third.entry.output_path("model").read_text() == "model bytes"
+
+
+def test_a_file_over_the_part_size_goes_up_in_parts_and_comes_back_whole(tmp_path, remote_url, aws_env,
+                                                                         monkeypatch):
+    """Above `_PART_BYTES` (64 MiB) a file is a multipart upload; 5 MiB parts here (S3's smallest)."""
+    from trtpipe.cache.remote import s3_store
+
+    monkeypatch.setattr(s3_store, "_PART_BYTES", 5 << 20)
+    big = "".join(f"{i:08d}" for i in range(1_500_000))  # 12 MB, 3 parts, every part different
+    first = cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes(big))
+    assert first.upload == "uploaded"
+    stored = aws_env.client().head_object(Bucket=BUCKET, Key=blob_key(remote_url, first.entry.output_digest("model")))
+    assert stored["ETag"].strip('"').endswith("-3")  # S3's mark of an object made of 3 parts
+    second = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes("never"))
+    assert second.origin == "remote" and second.entry.output_path("model").read_text() == big

@@ -6,10 +6,16 @@ Decisions:
   roles); trtpipe adds no setting of its own for them.
 - Short connect timeout, two attempts: a remote that does not answer must cost seconds, not
   minutes, since the run goes on without it (tier.py). Reads may stream slowly (60 s between
-  bytes before giving up).
+  bytes before giving up). Those bound a wait for one byte, not a transfer: a transfer slower
+  than `LOW_SPEED_LIMIT` over `LOW_SPEED_TIME` is given up too (low_speed.py), else a link that
+  trickles could hold a run (and every job waiting on its stage's lock) for days. The floor, 10 kB/s:
+  below it a 121 MB engine takes more than 3 hours, a download no rebuild is worth waiting for;
+  a minute: a short pause of a healthy link (a retransmit, a busy server) is not a verdict.
 - Three answers, nothing else: the object (or True), "absent" (None / False: a miss, or a record
   another writer published first), or `RemoteUnavailable` with the reason in one line (no
   connection, a refused credential, a missing bucket, a cut stream). The caller decides.
+- Uploads are trtpipe's own (one PUT, or parts of `_PART_BYTES`), not s3transfer's `upload_file`:
+  the body must report every block it gives the socket for the low-speed floor (GuardedPart).
 - The record is written with `If-None-Match: *` (S3 conditional writes; AWS since 2024, MinIO,
   moto): the first complete record of a key stays, a later writer gets 412 and keeps its entry
   local. On a store that ignores the header the later record replaces the earlier whole (a PUT is
@@ -18,16 +24,21 @@ Decisions:
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+from trtpipe.cache.remote.low_speed import GuardedPart, LowSpeedGuard, TooSlow
 from trtpipe.errors import UserError
 
 _ABSENT = {"NoSuchKey", "404", "NotFound"}
 _LOST_RACE = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
-_CHUNK = 1 << 20
-# Above this an upload is multipart (several parts in parallel; put_object stops at 5 GB).
-_MULTIPART_BYTES = 64 << 20
+_CHUNK = 64 << 10  # read in pieces: the low-speed guard counts progress per piece
+CONNECT_TIMEOUT = 5  # seconds to open a connection (and, in urllib3, to send one block of a body)
+READ_TIMEOUT = 60  # seconds without a byte of the answer
+ATTEMPTS = 2  # per request, retries included
+LOW_SPEED_LIMIT = 10_000  # bytes per second, averaged over LOW_SPEED_TIME seconds
+LOW_SPEED_TIME = 60
+# Above this an upload is multipart, in parts of this size, 4 at a time (a PUT stops at 5 GB).
+_PART_BYTES = 64 << 20
 
 
 class RemoteUnavailable(Exception):
@@ -65,15 +76,14 @@ class S3Store:
         try:
             import boto3
             import botocore
-            from boto3.s3.transfer import TransferConfig
             from botocore.config import Config
         except ImportError as error:  # installed (check_boto3) but broken
             raise RemoteUnavailable(f"boto3 cannot be imported: {error}") from None
         self._errors = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
                         boto3.exceptions.Boto3Error)
         self._client_error = botocore.exceptions.ClientError
-        self._transfer = TransferConfig(multipart_threshold=_MULTIPART_BYTES, max_concurrency=4)
-        config = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
+        config = Config(connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
+                        retries={"max_attempts": ATTEMPTS, "mode": "standard"})
         try:
             return boto3.session.Session().client("s3", config=config)
         except self._errors as error:  # a malformed ~/.aws/config, an unknown profile
@@ -81,12 +91,14 @@ class S3Store:
 
     def get_bytes(self, key: str, limit: int) -> bytes | None:
         """The object, or its first `limit + 1` bytes when it is longer (the caller refuses it)."""
+        pieces: list[bytes] = []
         try:
             body = self._client.get_object(Bucket=self.bucket, Key=key)["Body"]
             try:
-                return body.read(limit + 1)
+                self._copy(body, pieces.append, limit + 1)
             finally:
                 body.close()
+            return b"".join(pieces)
         except self._errors as error:
             return self._absent_or_raise(error)
 
@@ -95,10 +107,25 @@ class S3Store:
         try:
             body = self._client.get_object(Bucket=self.bucket, Key=key)["Body"]
             with open(path, "xb") as handle:
-                shutil.copyfileobj(body, handle, _CHUNK)  # a short stream raises (IncompleteReadError)
-            return path.stat().st_size
+                return self._copy(body, handle.write)  # a short stream raises (IncompleteReadError)
         except self._errors as error:
             return self._absent_or_raise(error)
+
+    def _copy(self, body, write, limit: int | None = None) -> int:
+        """`body` (a streaming answer) into `write`, up to `limit` bytes; the bytes copied.
+        Raises RemoteUnavailable when the link crawls (low_speed.py)."""
+        copied = 0
+        with LowSpeedGuard(LOW_SPEED_LIMIT, LOW_SPEED_TIME, _stopper(body)) as guard:
+            try:
+                while chunk := body.read(_CHUNK if limit is None else min(_CHUNK, limit - copied)):
+                    write(chunk)
+                    copied += len(chunk)
+                    guard.progress(len(chunk))
+            except (TooSlow, *self._errors) as error:
+                raise RemoteUnavailable(guard.reason or _reason(error)) from None
+        if guard.reason:  # stopped by the watcher, and the stream ended without an error
+            raise RemoteUnavailable(guard.reason)
+        return copied
 
     def size(self, key: str) -> int | None:
         try:
@@ -107,10 +134,44 @@ class S3Store:
             return self._absent_or_raise(error)
 
     def upload(self, key: str, path: Path) -> None:
+        """A file in one PUT, or in parts of `_PART_BYTES` above them (4 at a time)."""
+        size = path.stat().st_size
+        # Nothing to stop: a body is read block by block as the socket takes them, each block's send
+        # bounded by the connect timeout, so the next read raises (GuardedPart).
+        with LowSpeedGuard(LOW_SPEED_LIMIT, LOW_SPEED_TIME) as guard:
+            try:
+                if size <= _PART_BYTES:
+                    with GuardedPart(path, 0, size, guard) as body:
+                        self._client.put_object(Bucket=self.bucket, Key=key, Body=body)
+                else:
+                    self._upload_parts(key, path, size, guard)
+            except (TooSlow, *self._errors) as error:
+                raise RemoteUnavailable(guard.reason or _reason(error)) from None
+
+    def _upload_parts(self, key: str, path: Path, size: int, guard: LowSpeedGuard) -> None:
+        """A multipart upload (S3's only way past 5 GB in one object); aborted when a part fails."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+
+        def part(number: int) -> dict:
+            offset = (number - 1) * _PART_BYTES
+            with GuardedPart(path, offset, min(_PART_BYTES, size - offset), guard) as body:
+                answer = self._client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload,
+                                                  PartNumber=number, Body=body)
+            return {"PartNumber": number, "ETag": answer["ETag"]}
+
         try:
-            self._client.upload_file(str(path), self.bucket, key, Config=self._transfer)
-        except self._errors as error:
-            raise RemoteUnavailable(_reason(error)) from None
+            with ThreadPoolExecutor(4, thread_name_prefix="trtpipe-upload") as pool:
+                parts = list(pool.map(part, range(1, -(-size // _PART_BYTES) + 1)))
+            self._client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload,
+                                                   MultipartUpload={"Parts": parts})
+        except BaseException:
+            try:  # parts left behind cost storage until a lifecycle rule removes them
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
+            except self._errors:
+                pass
+            raise
 
     def put(self, key: str, data: bytes) -> None:
         """Unconditional: only to replace a record this run refused (upload.py)."""
@@ -134,6 +195,13 @@ class S3Store:
         if isinstance(error, self._client_error) and _code(error) in _ABSENT:
             return None
         raise RemoteUnavailable(_reason(error)) from None
+
+
+def _stopper(body):
+    """What ends a read of `body` blocked in another thread: urllib3's `HTTPResponse.shutdown`
+    (urllib3 >= 2.3, made for this), reached through botocore's StreamingBody; None on older
+    versions (then only the reads that return are checked)."""
+    return getattr(getattr(body, "_raw_stream", None), "shutdown", None)
 
 
 def _code(error) -> str:
