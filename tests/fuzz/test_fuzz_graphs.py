@@ -32,7 +32,7 @@ def test_the_base_graph_runs_clean(fresh_dir):
 
 
 def test_mutated_graphs_end_in_0_1_or_2(fresh_dir):
-    @settings(BOUNDED, max_examples=25)
+    @settings(BOUNDED, max_examples=12)
     @given(fg.mutated_models())
     def case(model_bytes):
         assert fg.check_graph(model_bytes, fresh_dir()) is None

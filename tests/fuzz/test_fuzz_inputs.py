@@ -32,7 +32,7 @@ def base_record(tmp_path_factory) -> dict:
 
 
 def test_malformed_manifests_end_in_a_verdict_or_a_user_error(base_manifest, fresh_dir):
-    @settings(BOUNDED, max_examples=30)
+    @settings(BOUNDED, max_examples=15)
     @given(fc.manifests(base_manifest))
     def case(manifest):
         assert fc.check_manifest(manifest, fresh_dir()) is None, json.dumps(manifest, default=str)[:500]
@@ -111,7 +111,7 @@ def test_malformed_manifests_through_the_real_command(base_manifest, tmp_path, e
 
 
 def test_planted_cache_records_are_discarded_and_rebuilt(base_record, fresh_dir):
-    @settings(BOUNDED, max_examples=60)
+    @settings(BOUNDED, max_examples=30)
     @given(fc.cache_records(base_record))
     def case(text):
         assert fc.check_cache_record(text, fresh_dir()) is None, text[:500]
@@ -130,7 +130,7 @@ def test_config_overrides_end_in_success_or_a_user_error(fresh_dir):
     keys = fc.schema_keys()
     assert "precision.default" in keys and "validate.tolerance.max_abs" in keys
 
-    @settings(BOUNDED, max_examples=30)
+    @settings(BOUNDED, max_examples=15)
     @given(fc.override_lists(keys))
     def case(overrides):
         assert fc.check_overrides(overrides, fresh_dir()) is None, overrides
