@@ -47,6 +47,15 @@ def receive(sock: socket.socket) -> bytes:
         return b""
 
 
+def send(sock: socket.socket, data: bytes) -> bool:
+    """All of `data`; False when the socket is closed or failed (the other side, or a cut, closed it)."""
+    try:
+        sock.sendall(data)
+        return True
+    except OSError:
+        return False
+
+
 def close_socket(sock: socket.socket) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)

@@ -218,12 +218,15 @@ def test_a_missing_boto3_is_one_line_with_the_pip_command(monkeypatch):
     assert "boto3" in str(error.value) and "pip install 'trtpipe[remote]'" in error.value.fix
 
 
+@pytest.mark.parametrize("dies", [False, True], ids=["link-cut", "server-stops"])
 def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, remote_url, aws_env, through,
-                                                                      caplog):
-    """The server goes away while it sends a file (the connection drops after 64 kB of it)."""
+                                                                      monkeypatch, caplog, dies):
+    """The server goes away while it sends a file: the connection drops after 64 kB of it, and
+    with `dies` every later connection is refused (the server stopped). The entry on the remote
+    is untouched: a later host gets it whole."""
     big = "x" * 300_000
     cache_at(tmp_path / "a", remote_url).get_or_compute("sanitize", MATERIAL, writes(big))
-    proxy = through(CuttingProxy, cut_gets_after=64_000)
+    proxy = through(CuttingProxy, cut_gets_after=64_000, dies=dies)
     calls: list = []
     result = cache_at(tmp_path / "b", remote_url).get_or_compute("sanitize", MATERIAL, writes(big, calls))
     assert proxy.cuts >= 1
@@ -232,6 +235,9 @@ def test_a_download_cut_midway_is_one_line_and_nothing_of_it_is_kept(tmp_path, r
     [line] = remote_warnings(caplog)
     assert "is not usable (" in line and "looking up sanitize" in line
     assert not list((tmp_path / "b" / "tmp").iterdir())
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws_env.endpoint)
+    later = cache_at(tmp_path / "c", remote_url).get_or_compute("sanitize", MATERIAL, writes("never", calls))
+    assert (later.origin, later.entry.output_path("model").read_text(), len(calls)) == ("remote", big, 1)
 
 
 def test_a_record_cut_short_is_one_line_and_never_replaced(tmp_path, remote_url, aws_env, through, caplog):

@@ -149,16 +149,28 @@ class S3Store:
                 raise RemoteUnavailable(guard.reason or _reason(error)) from None
 
     def _upload_parts(self, key: str, path: Path, size: int, guard: LowSpeedGuard) -> None:
-        """A multipart upload (S3's only way past 5 GB in one object); aborted when a part fails."""
+        """A multipart upload (S3's only way past 5 GB in one object); aborted when a part fails.
+
+        Decision: once a part has failed, no part not yet begun is sent (`failed`): the upload is
+        lost, and the pool would otherwise send every queued part before the abort (its exit waits
+        for them), up to 5 GB for nothing. Found with tests/cache_remote/test_upload_cut.py."""
+        import threading
         from concurrent.futures import ThreadPoolExecutor
 
         upload = self._client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        failed = threading.Event()
 
-        def part(number: int) -> dict:
+        def part(number: int) -> dict | None:
+            if failed.is_set():  # a part before it failed: that error is the one raised
+                return None
             offset = (number - 1) * _PART_BYTES
-            with GuardedPart(path, offset, min(_PART_BYTES, size - offset), guard) as body:
-                answer = self._client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload,
-                                                  PartNumber=number, Body=body)
+            try:
+                with GuardedPart(path, offset, min(_PART_BYTES, size - offset), guard) as body:
+                    answer = self._client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload,
+                                                      PartNumber=number, Body=body)
+            except BaseException:
+                failed.set()
+                raise
             return {"PartNumber": number, "ETag": answer["ETag"]}
 
         try:
