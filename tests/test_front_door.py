@@ -70,8 +70,18 @@ def counted(self, *args, **kwargs):
     return original(self, *args, **kwargs)
 Hydra.compose_config = counted
 heavy = ("numpy", "onnx", "onnxruntime", "matplotlib", "hydra_plugins")  # IMPORTED: test_front_door_cached.py
+first_importer = {}  # heavy module -> where trtpipe first imported it: a failing assert names the culprit
+class _Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in heavy and name not in first_importer:
+            import traceback
+            frames = [f for f in traceback.extract_stack()[:-1] if "trtpipe" in f.filename]
+            first_importer[name] = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+        return None
+sys.meta_path.insert(0, _Watch())
 atexit.register(lambda: sys.stderr.write(f"COMPOSITIONS={len(calls)} MATPLOTLIB={'matplotlib' in sys.modules} "
-                                         f"IMPORTED={sorted(m for m in heavy if m in sys.modules)}\\n"))
+                                         f"IMPORTED={sorted(m for m in heavy if m in sys.modules)} "
+                                         f"BY={ {m: w for m, w in first_importer.items() if m in sys.modules} }\\n"))
 sys.argv = ["trtpipe", *sys.argv[1:]]
 from trtpipe.cli import main
 main()

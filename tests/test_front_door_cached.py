@@ -56,7 +56,7 @@ def _three_runs(tmp_path: Path, *command: str):
 
 def test_the_readmes_command_repeated_composes_nothing_reads_no_model_and_writes_the_same(tmp_path):
     _, (remembered, _) = _three_runs(tmp_path, "+recipe=transformer_fp16")
-    assert "IMPORTED=[]" in remembered.stderr  # no NumPy, onnx, onnxruntime, matplotlib, plugin scan
+    assert "IMPORTED=[]" in remembered.stderr, remembered.stderr  # no NumPy, onnx, onnxruntime, matplotlib, plugin scan
     assert remembered.stdout.count(" cached ") == 4  # sanitize, upgrade_opset, precision, validate
 
 
