@@ -30,7 +30,7 @@ machine, unloaded) and of issue 33 (cached run <= 2.5x the floor's wall time); e
 `--record` also writes bench/front_door/results.json (docs/figures.md): the medians and
 ratios above, the machine's load average, the cache's size after one cached command's
 first run, and the console transcripts of the runs in TRANSCRIPTS on an empty cache as a
-terminal shows them (the `running...` lines a terminal overwrites dropped, the scratch
+terminal shows them (the `running...` lines dropped, which a terminal keeps: README.md says so; the scratch
 folder's path removed), which README.md and docs/how-it-works.md quote, and where one more cached
 run's time goes (breakdown.py: imports per package under -X importtime, and the rest).
 Not a test: timings depend on the machine; tests/test_front_door.py checks the structure

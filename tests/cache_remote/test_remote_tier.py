@@ -169,6 +169,18 @@ def test_a_wrong_credential_is_one_line_and_the_stages_run_locally(tmp_path, rem
     assert results[0].entry.output_path("model").read_text() == "v1"
     [line] = remote_warnings(caplog)  # one line for the run, not one per stage
     assert "is not usable (SignatureDoesNotMatch" in line and "local cache only" in line
+    assert line.endswith("; to use it: check the credential (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+
+
+def test_a_missing_bucket_is_one_line_that_names_the_bucket_to_create(tmp_path, aws_env, caplog):
+    """Found by a new user: `NoSuchBucket: The specified bucket does not exist` named no setting."""
+    cache = cache_at(tmp_path / "a", "s3://no-such-bucket-here/trtpipe")
+    result = cache.get_or_compute("sanitize", MATERIAL, writes("model bytes"))
+    assert (result.status, result.upload) == ("ran", None)
+    [line] = remote_warnings(caplog)
+    assert "is not usable (NoSuchBucket" in line and "looking up sanitize" in line
+    assert line.endswith("; to use it: create the bucket no-such-bucket-here, or name one that exists in "
+                         "cache.remote=s3://BUCKET/PREFIX")
 
 
 def test_a_server_gone_midway_is_one_line_and_a_correct_result(tmp_path, remote_url, aws_env, monkeypatch, caplog):
@@ -185,6 +197,7 @@ def test_a_server_gone_midway_is_one_line_and_a_correct_result(tmp_path, remote_
     assert [(r.status, r.entry.output_path("model").read_text()) for r in later] == [("ran", "v2"), ("ran", "v3")]
     [line] = remote_warnings(caplog)
     assert "is not usable (Could not connect" in line and "looking up sanitize" in line
+    assert "; to use it: check AWS_ENDPOINT_URL" in line
 
     caplog.clear()
     stopping = another_server(aws_env)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from trtpipe.cache.remote.advice import advice
 from trtpipe.cache.remote.fetch import Fetched, Refused, fetch_entry
 from trtpipe.cache.remote.location import parse_remote
 from trtpipe.cache.remote.s3_store import RemoteUnavailable, S3Store, check_boto3
@@ -108,5 +109,5 @@ class RemoteTier:
 
     def _switch_off(self, reason: str, doing: str) -> None:
         self.off = reason
-        log.warning("cache.remote %s is not usable (%s, %s): the rest of this run uses the local cache only",
-                    self.location, safe_text(reason), doing)
+        log.warning("cache.remote %s is not usable (%s, %s): the rest of this run uses the local cache only%s",
+                    self.location, safe_text(reason), doing, safe_text(advice(reason, self.location.bucket)))
