@@ -7,7 +7,11 @@ Through the command line, on ONNX Runtime `quantize_static` models (tests/precis
   QDQ model, and the repair does not chase the flips;
 - the same kind of model with an FP16 error of its own (an offset FP16 cannot carry, `precision=naive`):
   it fails against the QDQ model and against the anchor;
-- a model without Q/DQ: its verdict is today's comparator's, bit for bit, and its report has nothing new.
+- a model without Q/DQ: its verdict is today's comparator's, bit for bit, and its report has nothing new;
+- ONNX Runtime's default asymmetric activations, where the quantizer deleted the Relus (its
+  QuantizeLinear clips instead): the derived anchor keeps each pair's saturation, so it stays as
+  close to the float model as the QDQ model's own quantization allows (session 12: removing the
+  pairs outright dropped the Relus, and the widened bounds let any candidate pass).
 """
 
 from __future__ import annotations
@@ -139,3 +143,24 @@ def test_a_candidate_within_the_bounds_of_the_qdq_model_meets_the_widened_ones(s
     passed, reasons = judge(output_metrics(anchor, candidate), widened)
     assert passed, reasons
     assert widened_tolerance(DEFAULT_TOLERANCE, output_metrics(anchor, anchor)).rel_l2 == pytest.approx(0.044)
+
+
+def test_the_derived_anchor_keeps_the_saturation_of_relus_the_quantizer_deleted(tmp_path):
+    from trtpipe.validate.anchor_model import without_activation_qdq
+
+    float_path, qdq_path = ort_quantized_mlp(tmp_path, depth=3, activation_symmetric=False)
+    model = onnx.load(str(qdq_path))
+    assert not [n for n in model.graph.node if n.op_type == "Relu"]  # the quantizer deleted them
+    anchor, replaced = without_activation_qdq(model)
+    assert replaced > 0 and not [n for n in anchor.graph.node if n.op_type == "QuantizeLinear"]
+    assert len([n for n in anchor.graph.node if n.op_type in ("Max", "Min")]) == 2 * replaced
+    onnx.checker.check_model(anchor, full_check=True)
+    feeds = {"x": np.random.default_rng(7).random((4, 64), dtype=np.float32)}
+    outputs = {name: ort.InferenceSession(m.SerializeToString() if isinstance(m, onnx.ModelProto) else str(m),
+                                          providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+               for name, m in (("float", float_path), ("qdq", qdq_path), ("anchor", anchor))}
+    # The Relus' clipping is in the anchor: it is nearer the float model than the QDQ model is (with the
+    # pairs removed outright it was over 1 rel_l2 away), so the widened bounds stay narrow.
+    assert output_metrics(outputs["float"], outputs["anchor"]).rel_l2 \
+        < output_metrics(outputs["float"], outputs["qdq"]).rel_l2 < 0.2
+    assert output_metrics(outputs["anchor"], outputs["qdq"]).rel_l2 < 0.2

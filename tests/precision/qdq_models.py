@@ -110,7 +110,8 @@ def ort_quantized_pair(directory, quantize_bias: bool = True) -> tuple:
     return _quantized_by_ort(directory, graph, rng, {"QuantizeBias": quantize_bias})
 
 
-def ort_quantized_mlp(directory, depth: int = 16, width: int = 64, tail_offset: float | None = None) -> tuple:
+def ort_quantized_mlp(directory, depth: int = 16, width: int = 64, tail_offset: float | None = None,
+                      activation_symmetric: bool = True) -> tuple:
     """(float model, its QDQ model) by ONNX Runtime's `quantize_static` as `ort_quantized_pair` makes them:
     x [4, width] -> `depth` x (Gemm + Relu) -> MatMul -> y [4, 10], He-initialised, opset 17.
 
@@ -121,7 +122,10 @@ def ort_quantized_mlp(directory, depth: int = 16, width: int = 64, tail_offset: 
 
     `tail_offset`: y is computed as `(MatMul * 50 + offset) - offset` with only the Gemms quantized: in
     FP16 the offset's spacing (16 at 2^14..2^15) swamps the signal, an FP16 error of the model's own,
-    not of its quantization."""
+    not of its quantization.
+
+    `activation_symmetric=False`: ONNX Runtime's default, asymmetric activations; it then deletes each
+    Relu whose range the next QuantizeLinear clips to (zero point -128)."""
     from onnx import numpy_helper as nh
 
     rng = np.random.default_rng(0)
@@ -143,7 +147,7 @@ def ort_quantized_mlp(directory, depth: int = 16, width: int = 64, tail_offset: 
         options["op_types_to_quantize"] = ["Gemm"]
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, width])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])], inits)
-    return _quantized_by_ort(directory, graph, rng, {}, **options)
+    return _quantized_by_ort(directory, graph, rng, {"ActivationSymmetric": activation_symmetric}, **options)
 
 
 def _quantized_by_ort(directory, graph: onnx.GraphProto, rng, extra: dict, **options) -> tuple:

@@ -279,7 +279,7 @@ class ValidateConfig:
     # finite); an output compared at fewer, or empty, fails: no pass with nothing compared.
     min_compared: float = 0.5
     # The unquantized model a Q/DQ model was made from (trtpipe/validate/float_model.py): the anchor of the
-    # verdict's criterion (trtpipe/validate/anchored.py; without it, the QDQ model without its activation Q/DQ),
+    # verdict's criterion (trtpipe/validate/anchored.py; without it, the QDQ model without its activations' rounding),
     # and the reference and each candidate are compared against it, so the report says what quantization
     # costs and what FP16 adds. Checked before any stage; its content (sha256) is part of validate's key.
     float_model: Optional[str] = None

@@ -25,7 +25,7 @@ Decisions:
 - Localisation (which node's output goes wrong first) runs on demand, on every
   sample input, with the reference's intermediates computed once.
 - A quantized model's trials are judged by the validate stage's criterion, anchored on a float
-  model (`validate/anchored.py`: `float_model`, else the QDQ model without its activation Q/DQ):
+  model (`validate/anchored.py`: `float_model`, else the QDQ model without its activations' rounding):
   the anchor runs once, with the reference. Judged against the QDQ model alone, the repair bought
   that bound with FP32 next to the Q/DQ (orientation, ONNX Runtime INT8: 64 of its 65 Casts) for
   code flips that are quantization noise. `worst` is then, per output, the criterion that comes

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 class PlanPrecision(Stage):
     name = "precision"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "31"
+    version = "32"
     consumes = ("model",)
     produces = ("model", "plan")
     # tensorrt: where it is importable, rules are also checked against the parsed network.

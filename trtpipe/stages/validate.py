@@ -21,7 +21,7 @@ from trtpipe.stages.base import OWN_INPUTS, Stage, StageOutcome
 class ValidateAccuracy(Stage):
     name = "validate"
     # Part of the cache key: bump it when the same inputs and config give other outputs (CHANGELOG.md).
-    version = "16"
+    version = "17"
     consumes = ("model", "reference")
     produces = ("report",)
     # The engine, when a build stage produced one, is validated as the `tensorrt` candidate (its verdict

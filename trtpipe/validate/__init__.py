@@ -10,7 +10,7 @@
 - quantized models: `code_agreement.py` (the share of Q codes the candidate computes differently),
   `float_model.py` (`validate.float_model`: the reference and candidates against the unquantized model),
   `anchored.py` (the criterion: a verdict anchored on a float model, shared with the precision search) and
-  `anchor_model.py` (the anchor: the float model, or the QDQ model without its activation Q/DQ).
+  `anchor_model.py` (the anchor: the float model, or the QDQ model without its activations' rounding).
 
 The runners and metrics themselves live in `trtpipe.numerics` (shared with `precision`).
 """

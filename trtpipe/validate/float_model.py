@@ -54,7 +54,7 @@ def reference_note(anchor, quantized: bool = False) -> str:
                                  f"{KEY}=PATH (the unquantized model) anchors the verdict on it" if quantized else "")
     if anchor.source == FLOAT_MODEL:
         return ANCHORED_NOTE.format(anchor=f"the float model ({KEY})")
-    return ANCHORED_NOTE.format(anchor=f"the QDQ model without its activation quantization (derived; {KEY}=PATH "
+    return ANCHORED_NOTE.format(anchor=f"the QDQ model without its activations' rounding (derived; {KEY}=PATH "
                                        "anchors it on the unquantized model)")
 
 
