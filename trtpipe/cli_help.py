@@ -46,7 +46,7 @@ Usage: trtpipe [+recipe=NAME] [key=value ...] [--json] [--quiet] [--verbose] [--
 _FOOTER = """\
 Exit codes: 0 success, 1 a stage failed, 2 a user error, 130/143 interrupted (Ctrl-C/SIGTERM).
 Cache: {cache}; cache.dir=PATH or TRTPIPE_CACHE=PATH changes it. Full tracebacks: debug=true.
-A remote cache: cache.remote=s3://BUCKET/PREFIX (pip install 'trtpipe[remote]'); --no-remote for one run."""
+A remote cache: cache.remote=s3://BUCKET/PREFIX (needs boto3: the `remote` extra); --no-remote for one run."""
 
 
 def version_text() -> str:

@@ -107,3 +107,24 @@ class OutOfMemory(UserError):
             f"out of memory while {doing} ({type(error).__name__}: {reason})",
             "free memory or raise this process's memory limit (ulimit -v), or use fewer or smaller sample "
             "inputs: data.iterations=1, smaller dynamic sizes in data.inputs.<input>.shape")
+
+
+def pip_install_extra(extra: str) -> str:
+    """The Fix that installs one of trtpipe's extras (pyproject.toml): `pip install` of the extra's own
+    requirements, as trtpipe's installed metadata lists them.
+
+    Decision: not `pip install 'trtpipe[EXTRA]'`: trtpipe is installed from its checkout and is not on
+    the package index, so that command would look for trtpipe there (and could find another project
+    of that name). The requirements themselves install from the index wherever trtpipe runs, with the
+    extra's pins. Without metadata (a bare checkout on PYTHONPATH), the checkout's own command."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        listed = requires("trtpipe") or []
+    except PackageNotFoundError:
+        listed = []
+    marker = re.compile(r"""extra\s*==\s*["']%s["']""" % re.escape(extra))
+    picked = [requirement.split(";")[0].strip() for requirement in listed if marker.search(requirement)]
+    if not picked:
+        return f"pip install '.[{extra}]' (in trtpipe's checkout)"
+    return "pip install " + " ".join(f"'{requirement}'" for requirement in picked)

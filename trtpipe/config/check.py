@@ -214,8 +214,10 @@ def _missing_launcher(message: str) -> UserError | None:
     if not found or found.group(1) not in LAUNCHER_EXTRAS:
         return None
     name = found.group(1)
+    from trtpipe.errors import pip_install_extra
+
     return UserError(f"hydra/launcher={name}: Hydra's {name} launcher plugin is not installed",
-                     f"pip install 'trtpipe[{LAUNCHER_EXTRAS[name]}]'")
+                     pip_install_extra(LAUNCHER_EXTRAS[name]))
 
 
 def _unknown_recipe(message: str) -> UserError:

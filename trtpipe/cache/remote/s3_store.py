@@ -50,8 +50,10 @@ def check_boto3() -> None:
     from importlib.util import find_spec
 
     if find_spec("boto3") is None or find_spec("botocore") is None:
+        from trtpipe.errors import pip_install_extra
+
         raise UserError("cache.remote is set, but boto3 (the S3 client the remote cache uses) is not installed",
-                        "pip install 'trtpipe[remote]'")
+                        pip_install_extra("remote"))
 
 
 class S3Store:
